@@ -1,44 +1,132 @@
-"""TEMPORARY stand-in until the engine lands: GNU patch over an unpacked wheel. Same signatures."""
+"""The operations the CLI and the tests share: resolve targets, build them, keep SHA256SUMS."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tempfile
-import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
+from . import fetch
+from .archive import AtomicWrites, WheelReader, write_wheel, zip_date_time
+from .build import plan_wheel
+from .errors import ConfigError
+from .manifest import Stacks, Target, Upstream, load_overlay, load_stacks, load_upstream
+from .patching import HunkResult, read_series
 
-def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path) -> Path:
-    stem = canonicalize_name(dist).replace("-", "_")
-    found = sorted((cache_dir / "wheels").glob(f"{stem}-{version}-*.whl"))
-    fits = [w for w in found if "none-any" in w.name or ("cp311" in w.name and "x86_64" in w.name)]
-    if not fits:
-        raise FileNotFoundError(f"no cached wheel for {dist}=={version} in {cache_dir}/wheels")
-    return fits[0]
+Log = Callable[[str], None]
+SHA256SUMS = "SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class Options:
+    patches_dir: Path
+    overlay_dir: Path
+    dist_dir: Path
+    source: fetch.Source
+    fuzz: int = 0
+    epoch: int = 315532800  # SOURCE_DATE_EPOCH; zip's earliest date when unset
+
+
+@dataclass(frozen=True)
+class Built:
+    target: Target
+    upstream_filename: str
+    upstream_sha256: str
+    wheel: Path
+    sha256: str
+    hunks: tuple[HunkResult, ...]
+    overlay: tuple[str, ...]
+    unlisted_patches: tuple[str, ...] = field(default=())
+
+
+def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str], where: Path) -> list[Target]:
+    """TARGETs `dist==version` if given, else the named stack's (the default stack if none)."""
+    if requested:
+        targets = []
+        for text in requested:
+            dist, sep, version = text.partition("==")
+            if not sep or not dist or not version:
+                msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
+                raise ConfigError(msg)
+            targets.append(Target(canonicalize_name(dist), version))
+        return targets
+    if stack == "all":
+        return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, t.version))
+    return list(stacks.get(stack or stacks.default, where).targets)
+
+
+def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda _: None) -> list[Built]:
+    """Build every target's wheels; the dist dir changes only if all of them succeed."""
+    date_time = zip_date_time(options.epoch)
+    built: list[Built] = []
+    with AtomicWrites(options.dist_dir) as writes:
+        for target in targets:
+            upstream = load_upstream(options.patches_dir, target)
+            series = read_series(upstream.directory)
+            for name in series.unlisted:
+                log(f"warning: {upstream.directory / name} is not named in the series and is not applied")
+            overlay = load_overlay(options.overlay_dir, target)
+            for pin in fetch.select_wheels(upstream, options.source):
+                log(f"{target}: {pin.filename}")
+                path = fetch.upstream_wheel(upstream, pin, options.source)
+                with WheelReader(path) as reader:
+                    plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
+                    with writes.open(plan.filename) as out:
+                        write_wheel(out, reader, plan.entries, date_time)
+                        out_name = Path(out.name)
+                for hunk in plan.hunks:
+                    if hunk.placement.offset or hunk.placement.fuzz:
+                        log(f"  {hunk.patch}: {hunk.path} hunk {hunk.number} {hunk.header} "
+                            f"at offset {hunk.placement.offset:+d}, fuzz {hunk.placement.fuzz}")
+                built.append(Built(target, pin.filename, pin.sha256, options.dist_dir / plan.filename,
+                                   fetch.file_sha256(out_name), plan.hunks, plan.overlay, series.unlisted))
+        sums = read_sha256sums(options.dist_dir)
+        sums.update({b.wheel.name: b.sha256 for b in built})
+        with writes.open(SHA256SUMS) as out:
+            out.write(format_sha256sums(sums, options.dist_dir, {b.wheel.name for b in built}))
+        writes.commit()
+    return built
+
+
+def read_sha256sums(dist_dir: Path) -> dict[str, str]:
+    path = dist_dir / SHA256SUMS
+    if not path.exists():
+        return {}
+    sums = {}
+    for line in path.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name:
+            sums[name.strip()] = digest
+    return sums
+
+
+def format_sha256sums(sums: dict[str, str], dist_dir: Path, new: set[str]) -> bytes:
+    """sha256sum's format; entries whose wheel has gone from the dist dir are dropped."""
+    kept = {n: d for n, d in sums.items() if n in new or (dist_dir / n).exists()}
+    return "".join(f"{d}  {n}\n" for n, d in sorted(kept.items())).encode()
+
+
+# --- conveniences for tests and scripts ---------------------------------------------------------
+
+
+def load_target(patches_dir: Path, dist: str, version: str) -> Upstream:
+    return load_upstream(patches_dir, Target(canonicalize_name(dist), version))
+
+
+def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path, offline: bool = False) -> Path:
+    """The verified upstream wheel of dist==version that fits this interpreter."""
+    upstream = load_target(patches_dir, dist, version)
+    source = fetch.Source(cache_dir, offline=offline)
+    (pin,) = fetch.select_wheels(upstream, source)
+    return fetch.upstream_wheel(upstream, pin, source)
 
 
 def build_one(dist: str, version: str, *, patches_dir: Path, overlay_dir: Path, dist_dir: Path, cache_dir: Path) -> Path:
-    upstream = fetch_upstream(dist, version, patches_dir=patches_dir, cache_dir=cache_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        with zipfile.ZipFile(upstream) as zf:
-            zf.extractall(root)
-        series_dir = patches_dir / dist / version
-        series = series_dir / "series"
-        if series.exists():
-            for line in series.read_text().splitlines():
-                name = line.split("#", 1)[0].strip()
-                if name:
-                    subprocess.run(["patch", "-p1", "--fuzz=0", "--batch", "-d", str(root), "-i", str(series_dir / name)], check=True)
-        overlay = overlay_dir / dist / version
-        if overlay.exists():
-            shutil.copytree(overlay, root, dirs_exist_ok=True)
-        out = dist_dir / upstream.name.replace(f"-{version}-", f"-{version}+nvfp4.0-")
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-            for f in sorted(root.rglob("*")):
-                if f.is_file():
-                    zf.write(f, f.relative_to(root).as_posix())
-    return out
+    """Build dist==version for this interpreter into dist_dir and return the wheel's path."""
+    options = Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
+    (built,) = build_targets([Target(canonicalize_name(dist), version)], options)
+    return built.wheel
+
+

@@ -1,0 +1,141 @@
+"""The build recipe: an upstream wheel, a series and overlay files in; a relabelled patched wheel out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .archive import CopiedMember, Entry, NewMember, WheelReader
+from .errors import ConfigError, UnsafeArchiveError
+from .manifest import OverlayFile, Upstream, UpstreamWheel
+from .metadata import (
+    PROVENANCE,
+    DistInfo,
+    RecordRow,
+    find_dist_info,
+    local_filename,
+    parse_record,
+    provenance,
+    record_hash,
+    set_version,
+    sha256_hex,
+    write_record,
+)
+from .patching import Applied, HunkResult, Patch, Series, apply_series
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one output wheel needs, decided before a byte of it is written."""
+
+    filename: str
+    entries: tuple[Entry, ...]
+    hunks: tuple[HunkResult, ...]
+    overlay: tuple[str, ...]
+
+
+def plan_wheel(
+    upstream: Upstream,
+    pin: UpstreamWheel,
+    reader: WheelReader,
+    series: Series,
+    overlay: Sequence[OverlayFile],
+    *,
+    fuzz: int = 0,
+) -> Plan:
+    # 1. The dist-info, checked against the filename and METADATA.
+    old = find_dist_info(pin.filename, reader.names, reader.read)
+    new = old.relabelled(upstream.local_version)
+    # 2. The series, applied in memory to the members it touches (and only those are decompressed).
+    applied = apply_series(series, lambda path: reader.read(path) if path in reader.infos else None, fuzz=fuzz)
+    # 3. The overlay: new files only; replacing an upstream file is a patch's job.
+    changed = _with_overlay(applied, overlay, reader, upstream)
+    # 4. Unchanged members keep their bytes and RECORD rows; the dist-info moves to the new version.
+    record = parse_record(reader.read(f"{old.dist_info}/RECORD"), f"{pin.filename}: {old.dist_info}/RECORD")
+    copied, rows = _carried_over(reader, old, new, changed, record, pin.filename)
+    made = _made_members(old, new, reader, changed, upstream, pin, series, overlay, applied)
+    rows += [RecordRow(m.name, record_hash(m.data), str(len(m.data))) for m in made]
+    record_path = f"{new.dist_info}/RECORD"
+    made.append(NewMember(record_path, write_record(record_path, rows)))
+    # 5. Sorted members, the dist-info last and RECORD last of all: the same inputs, the same bytes.
+    entries = sorted([*copied, *made], key=lambda e: (e.name.startswith(new.dist_info + "/"), e.name == record_path, e.name))
+    return Plan(local_filename(pin.filename, upstream.local_version), tuple(entries), tuple(applied.hunks), tuple(f.path for f in overlay))
+
+
+def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: WheelReader, upstream: Upstream) -> dict[str, bytes | None]:
+    changed = dict(applied.files)
+    for item in overlay:
+        exists = changed[item.path] is not None if item.path in changed else item.path in reader.infos
+        if exists:
+            msg = (
+                f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: would overwrite "
+                f"upstream's {item.path}; change that file with a patch in the series instead"
+            )
+            raise ConfigError(msg)
+        if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
+            msg = f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: the overlay may not add metadata"
+            raise ConfigError(msg)
+        changed[item.path] = item.data
+    return changed
+
+
+def _carried_over(
+    reader: WheelReader, old: DistInfo, new: DistInfo, changed: Mapping[str, bytes | None],
+    record: Mapping[str, RecordRow], filename: str,
+) -> tuple[list[Entry], list[RecordRow]]:
+    rewritten = {f"{old.dist_info}/{n}" for n in ("RECORD", "METADATA", PROVENANCE)}
+    copied: list[Entry] = []
+    rows: list[RecordRow] = []
+    for name, info in reader.infos.items():
+        if name in changed or name in rewritten or name.startswith(f"{old.dist_info}/RECORD."):
+            continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
+        row = record.get(name)
+        if row is None or not row.hash:
+            msg = f"{filename}: {name} is not in its RECORD (or has no hash); the upstream wheel is malformed"
+            raise UnsafeArchiveError(msg)
+        if row.size and int(row.size) != info.file_size:
+            msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}"
+            raise UnsafeArchiveError(msg)
+        new_name = old.rename(name, new)
+        copied.append(CopiedMember(new_name, info))
+        rows.append(RecordRow(new_name, row.hash, str(info.file_size)))
+    return copied, rows
+
+
+def _made_members(
+    old: DistInfo, new: DistInfo, reader: WheelReader, changed: Mapping[str, bytes | None],
+    upstream: Upstream, pin: UpstreamWheel, series: Series, overlay: Sequence[OverlayFile], applied: Applied,
+) -> list[NewMember]:
+    made = []
+    for path, data in sorted(changed.items()):
+        if data is not None:
+            info = reader.infos.get(path)
+            mode = (info.external_attr >> 16) & 0o777 if info and info.external_attr else 0o644
+            mode = next((f.mode for f in overlay if f.path == path), mode)
+            made.append(NewMember(old.rename(path, new), data, mode or 0o644))
+    metadata = set_version(reader.read(f"{old.dist_info}/METADATA"), upstream.local_version)
+    made.append(NewMember(f"{new.dist_info}/METADATA", metadata))
+    document = provenance(
+        upstream_filename=pin.filename,
+        upstream_sha256=pin.sha256,
+        local_version=upstream.local_version,
+        revision=upstream.revision,
+        patches=[_patch_record(p, applied) for p in series.patches],
+        overlay={f.path: sha256_hex(f.data) for f in overlay},
+        tool_version=__version__,
+    )
+    made.append(NewMember(f"{new.dist_info}/{PROVENANCE}", document))
+    return made
+
+
+def _patch_record(patch: Patch, applied: Applied) -> dict[str, Any]:
+    hunks = [
+        {"file": h.path, "hunk": h.number, "header": h.header, "offset": h.placement.offset, "fuzz": h.placement.fuzz}
+        for h in applied.hunks
+        if h.patch == patch.name
+    ]
+    return {"name": patch.name, "sha256": patch.sha256, "fields": dict(patch.fields), "hunks": hunks}
+

@@ -1,0 +1,205 @@
+"""stacks.toml and upstream.toml, read into frozen dataclasses; every problem collected before raising."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class UpstreamWheel:
+    """One pinned upstream file: its name and the digest it must have."""
+
+    filename: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Target:
+    """A distribution at an upstream version: what a series is written against."""
+
+    dist: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.dist}=={self.version}"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """patches/<dist>/<version>/upstream.toml: the series revision and the pinned wheels."""
+
+    target: Target
+    revision: int
+    wheels: tuple[UpstreamWheel, ...]
+    directory: Path
+
+    @property
+    def local_version(self) -> str:
+        return f"{self.target.version}+nvfp4.{self.revision}"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A named set of targets that are installed together (an SGLang release and its FlashInfer pin)."""
+
+    name: str
+    targets: tuple[Target, ...]
+
+
+@dataclass(frozen=True)
+class Stacks:
+    default: str
+    stacks: tuple[Stack, ...]
+
+    def get(self, name: str, path: Path) -> Stack:
+        for stack in self.stacks:
+            if stack.name == name:
+                return stack
+        known = ", ".join(s.name for s in self.stacks)
+        msg = f"{path}: no stack named {name!r}; known stacks: {known} (or 'all')"
+        raise ConfigError(msg)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError as exc:
+        msg = f"{path}: not found; is --patches-dir pointing at the project's patches/ folder?"
+        raise ConfigError(msg) from exc
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
+        raise ConfigError(msg) from exc
+
+
+def _raise_all(path: Path, problems: list[str]) -> None:
+    if problems:
+        msg = f"{path}: " + ("; ".join(problems) if len(problems) == 1 else "\n  " + "\n  ".join(problems))
+        raise ConfigError(msg)
+
+
+def load_stacks(patches_dir: Path) -> Stacks:
+    path = patches_dir / "stacks.toml"
+    data = _read_toml(path)
+    problems: list[str] = []
+    stacks: list[Stack] = []
+    for name, table in sorted(data.get("stacks", {}).items()):
+        if not isinstance(table, dict) or not table:
+            problems.append(f"[stacks.{name!r}] must map distribution names to versions")
+            continue
+        targets = []
+        for dist, version in sorted(table.items()):
+            if not isinstance(version, str) or not _is_version(version):
+                problems.append(f"[stacks.{name!r}] {dist} = {version!r} is not a PEP 440 version")
+                continue
+            targets.append(Target(canonicalize_name(dist), version))
+        stacks.append(Stack(name, tuple(targets)))
+    default = data.get("default")
+    if not isinstance(default, str) or default not in {s.name for s in stacks}:
+        problems.append(f"default = {default!r} must name one of the [stacks.*] tables")
+    _raise_all(path, problems)
+    assert isinstance(default, str)
+    return Stacks(default, tuple(stacks))
+
+
+def load_upstream(patches_dir: Path, target: Target) -> Upstream:
+    directory = patches_dir / target.dist / target.version
+    path = directory / "upstream.toml"
+    if not path.exists():
+        msg = (
+            f"{path}: not found; {target} has no series here. Add the directory with an upstream.toml "
+            f"(or port one with 'nvfp4-overlay refresh')"
+        )
+        raise ConfigError(msg)
+    data = _read_toml(path)
+    problems: list[str] = []
+    revision = data.get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        problems.append(f"revision = {revision!r} must be a positive integer")
+    wheels: list[UpstreamWheel] = []
+    for i, table in enumerate(data.get("wheel", []), start=1):
+        filename, sha256 = table.get("filename"), table.get("sha256")
+        where = f"[[wheel]] #{i}"
+        if not isinstance(filename, str):
+            problems.append(f"{where}: filename is missing")
+            continue
+        if not isinstance(sha256, str) or not _SHA256.fullmatch(sha256):
+            problems.append(f"{where} ({filename}): sha256 must be 64 lowercase hex digits, found {sha256!r}")
+        problem = _wheel_name_problem(filename, target)
+        if problem:
+            problems.append(f"{where}: {problem}")
+        wheels.append(UpstreamWheel(filename, str(sha256)))
+    if not wheels and not problems:
+        problems.append("no [[wheel]] entries: list every upstream wheel with its filename and sha256")
+    names = [w.filename for w in wheels]
+    problems += [f"{n} is listed twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    _raise_all(path, problems)
+    assert isinstance(revision, int)
+    return Upstream(target, revision, tuple(wheels), directory)
+
+
+def _wheel_name_problem(filename: str, target: Target) -> str | None:
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        return f"{filename!r} is not a wheel filename ({exc})"
+    if name != target.dist or version != Version(target.version):
+        return f"{filename} is not a wheel of {target} (directory name and filename disagree)"
+    return None
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
+
+
+def all_targets(patches_dir: Path) -> list[Target]:
+    """Every series directory under patches/, as targets sorted by distribution and version."""
+    found = [
+        Target(canonicalize_name(d.parent.name), d.name)
+        for d in patches_dir.glob("*/*")
+        if (d / "upstream.toml").is_file()
+    ]
+    return sorted(found, key=lambda t: (t.dist, Version(t.version)))
+
+
+@dataclass(frozen=True)
+class OverlayFile:
+    path: str  # relative to the wheel root, posix
+    data: bytes
+    mode: int
+
+
+def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
+    """overlay/<dist>/<version>/...: whole files to add to the wheel root, in path order."""
+    root = overlay_dir / target.dist / target.version
+    if not root.is_dir():
+        return ()
+    files = []
+    for path in sorted(root.rglob("*")):
+        if path.is_symlink():
+            msg = f"{path}: overlay files must be regular files, not symlinks; copy the file in"
+            raise ConfigError(msg)
+        if path.is_file() and "__pycache__" not in path.parts:
+            mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
+            files.append(OverlayFile(path.relative_to(root).as_posix(), path.read_bytes(), mode))
+    return tuple(files)
