@@ -60,3 +60,71 @@ def run_python(code: str, path: Sequence[Path] = (), env: dict[str, str] | None 
     full_env["PYTHONPATH"] = os.pathsep.join([*map(str, path), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",
+                record: bool = True, extra_metadata: str = "") -> Path:
+    """A real (small) wheel: the files, a dist-info with METADATA, WHEEL and a correct RECORD."""
+    from nvfp4_overlay.metadata import record_hash
+
+    stem = name.replace("-", "_")
+    dist_info = f"{stem}-{version}.dist-info"
+    members = {k: v.encode() if isinstance(v, str) else v for k, v in files.items()}
+    members[f"{dist_info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{extra_metadata}\nA description.\n".encode()
+    members[f"{dist_info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    if record:
+        rows = [f"{n},{record_hash(d)},{len(d)}" for n, d in members.items()]
+        members[f"{dist_info}/RECORD"] = ("\n".join([*rows, f"{dist_info}/RECORD,,"]) + "\n").encode()
+    wheel = path / f"{stem}-{version}-{tag}.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in members.items():
+            zf.writestr(member, data)
+    return wheel
+
+
+@pytest.fixture
+def make_wheel(tmp_path: Path) -> Callable[..., Path]:
+    """make_wheel(files, name='demo', version='1.0') -> a wheel in tmp_path/upstream."""
+    def make(files: dict[str, bytes | str], name: str = "demo", version: str = "1.0", **kw: object) -> Path:
+        where = tmp_path / "upstream"
+        where.mkdir(exist_ok=True)
+        return write_wheel(where, name, version, files, **kw)  # type: ignore[arg-type]
+    return make
+
+
+@pytest.fixture
+def project(tmp_path: Path, make_wheel: Callable[..., Path]) -> Callable[..., dict[str, Path]]:
+    """project(files, patches={name: text}, overlay={path: text}) -> a patches/overlay/wheelhouse layout.
+
+    The series pins the wheel made from `files` (demo 1.0) by its real sha256.
+    """
+    import hashlib
+
+    def make(files: dict[str, bytes | str], patches: dict[str, str] | None = None,
+             overlay: dict[str, str] | None = None, revision: int = 1, series: str | None = None) -> dict[str, Path]:
+        wheel = make_wheel(files)
+        patches_dir = tmp_path / "patches"
+        series_dir = patches_dir / "demo" / "1.0"
+        series_dir.mkdir(parents=True, exist_ok=True)
+        (patches_dir / "stacks.toml").write_text('default = "demo"\n[stacks.demo]\ndemo = "1.0"\n')
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        (series_dir / "upstream.toml").write_text(
+            f'revision = {revision}\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{digest}"\n')
+        for name, text in (patches or {}).items():
+            (series_dir / name).write_bytes(text.encode())
+        (series_dir / "series").write_text(series if series is not None else "".join(f"{n}\n" for n in patches or {}))
+        overlay_dir = tmp_path / "overlay"
+        for rel, text in (overlay or {}).items():
+            target = overlay_dir / "demo" / "1.0" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        return {"patches": patches_dir, "overlay": overlay_dir, "wheelhouse": wheel.parent,
+                "dist": tmp_path / "dist", "cache": tmp_path / "cache", "wheel": wheel}
+    return make
+
+
+def cli_args(layout: dict[str, Path], *extra: str) -> list[str]:
+    """Common options pointing the CLI at a `project` layout, offline."""
+    return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"]),
+            "--dist-dir", str(layout["dist"]), "--cache-dir", str(layout["cache"]),
+            "--wheelhouse", str(layout["wheelhouse"]), "--offline", *extra]
