@@ -8,7 +8,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from . import fetch
+from . import fetch, progress
 from .archive import AtomicWrites, WheelReader, write_wheel, zip_date_time
 from .build import plan_wheel
 from .errors import ConfigError
@@ -62,7 +62,8 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
     date_time = zip_date_time(options.epoch)
     built: list[Built] = []
     with AtomicWrites(options.dist_dir) as writes:
-        for target in targets:
+        for number, target in enumerate(targets, start=1):
+            progress.report(f"[{number}/{len(targets)}] {target}")
             upstream = load_upstream(options.patches_dir, target)
             series = read_series(upstream.directory)
             for name in series.unlisted:
@@ -71,6 +72,7 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
             for pin in fetch.select_wheels(upstream, options.source):
                 log(f"{target}: {pin.filename}")
                 path = fetch.upstream_wheel(upstream, pin, options.source)
+                progress.report(f"[{number}/{len(targets)}] {target}: building from {pin.filename}")
                 with WheelReader(path) as reader:
                     plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
                     with writes.open(plan.filename) as out:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import __version__, api, fetch
+from . import __version__, api, fetch, progress
 from .errors import OverlayError
 from .manifest import all_targets, load_stacks, load_upstream
 from .patching import read_series
@@ -42,6 +42,7 @@ class Context:
     def log(self, message: str) -> None:
         """Human progress and warnings: always stderr, so --json keeps stdout to one document."""
         if not self.quiet or message.startswith("warning:"):
+            progress.clear()  # the status line, if one is drawn, gives way to the log line
             print(message, file=sys.stderr)
 
     def options(self) -> api.Options:
@@ -107,10 +108,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
     _common(p)
 
-    p = sub.add_parser("doctor", help="what this Python environment has installed, and whether FP4 traces")
+    p = sub.add_parser("doctor", help="what this Python environment has installed, and whether FP4 traces",
+                       description="exit 0: patched and intact; 1: unpatched, or the trace check failed; "
+                                   "3: an installed file differs from its RECORD")
+    p.add_argument("--no-trace", action="store_true", help="skip the live torch.compile(fullgraph=True) check")
+    p.add_argument("--trace-timeout", type=float, default=300, metavar="SECONDS",
+                   help="give the trace check this long before calling it hung (default 300)")
     _common(p)
 
     p = sub.add_parser("index", help="a static PEP 503 index of the dist dir")
+    p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
     _common(p)
     return top
 
@@ -186,10 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         ctx = Context(args)
-        if args.command in COMMANDS:
-            return COMMANDS[args.command](ctx)
-        module = importlib.import_module(f".{MODULE_COMMANDS[args.command]}", __package__)
-        return int(getattr(module, f"cmd_{args.command}")(ctx))
+        with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
+            if args.command in COMMANDS:
+                return COMMANDS[args.command](ctx)
+            module = importlib.import_module(f".{MODULE_COMMANDS[args.command]}", __package__)
+            return int(getattr(module, f"cmd_{args.command}")(ctx))
     except OverlayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

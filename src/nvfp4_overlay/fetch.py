@@ -15,6 +15,7 @@ from pathlib import Path
 from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
 from packaging.utils import parse_wheel_filename
 
+from . import progress
 from .errors import ConfigError, FetchError, HashMismatchError
 from .manifest import Upstream, UpstreamWheel
 
@@ -108,6 +109,7 @@ def check_sha256(path: Path, wheel: UpstreamWheel, *, remove: bool) -> None:
 
 def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Path:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
+    progress.report(f"downloading {wheel.filename} through pip")
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
                    "--dest", tmp, *_tag_args(wheel.filename), f"{upstream.target.dist}=={upstream.target.version}"]
