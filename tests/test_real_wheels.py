@@ -102,5 +102,3 @@ def test_pip_install_replaces_upstream_and_satisfies_sglang_s_pin(default_stack:
     assert dist_infos == [f"flashinfer_python-{flashinfer_version}.dist-info", f"sglang-{sglang_version}.dist-info"]
     check = subprocess.run([python, "-m", "pip", "check"], capture_output=True, text=True).stdout
     assert not [line for line in check.splitlines() if "flashinfer_python" in line or "flashinfer-python" in line]
-    metadata = email.parser.HeaderParser().parsestr((site / dist_infos[1] / "METADATA").read_text())
-    assert metadata["Version"] == sglang_version
