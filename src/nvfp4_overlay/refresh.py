@@ -1,0 +1,231 @@
+"""refresh: a series ported to a new release, only where every hunk applies exactly or at an offset.
+
+The new patches are regenerated from the release's own pre- and post-images (difflib, 3 lines of
+context), so their line numbers and context are the release's; a fuzzy placement is never baked in.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from . import releases
+from .archive import WheelReader
+from .drift import BROKEN, Cell, Matrix, PatchDrift, ReleaseFiles, State, drift_series
+from .errors import ConfigError, PatchError
+from .manifest import Target, load_upstream
+from .patching import Series, apply_series, decode, read_series, split_lines
+from .releases import ReleaseWheel
+
+_DIFF_START = re.compile(r"^(diff --git |--- |\+\+\+ |Index: |---$)")
+_LAST_UPDATE = re.compile(r"^Last-Update:.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Ported:
+    """The new series in memory: patch texts in series order, and what was dropped and why."""
+
+    patches: tuple[tuple[str, str], ...]  # (file name, text)
+    dropped: tuple[str, ...]  # sentences for the user and the series file
+
+
+class Refused(PatchError):
+    """Some hunk needs a person: the series is not written (exit 1)."""
+
+
+def port_series(series: Series, drifts: Sequence[PatchDrift], version: str, *, drop_upstream: bool, today: date) -> Ported:
+    """Regenerate every patch on the release, or refuse with every reason at once. Pure: no I/O."""
+    problems = []
+    for drift in drifts:
+        if drift.state in BROKEN:
+            problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
+        elif drift.state in (State.UPSTREAM, State.PARTLY_UPSTREAM, State.OBSOLETE) and not drop_upstream:
+            problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it")
+    if problems:
+        msg = "refresh refused, nothing written (a fuzzy or conflicting hunk needs a person):\n  " + "\n  ".join(problems)
+        raise Refused(msg)
+    patches: list[tuple[str, str]] = []
+    dropped = []
+    for drift in drifts:
+        upstream_hunks = [h for h in drift.hunks if h.state is State.UPSTREAM]
+        body = "" if drift.state is State.OBSOLETE else _diff(drift)
+        if not body:
+            why = f"Applied-Upstream {drift.applied_upstream}" if drift.state is State.OBSOLETE else "every hunk is upstream"
+            dropped.append(f"{drift.name}: dropped, {why} in {version}")
+            continue
+        dropped += [f"{drift.name}: {h.path} hunk {h.number} ({h.header}) dropped, already upstream in {version}" for h in upstream_hunks]
+        patches.append((drift.name, _header(decode(drift.patch.path.read_bytes()), today) + body))
+    if not patches:
+        msg = f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})"
+        raise Refused(msg)
+    return Ported(tuple(patches), tuple(dropped))
+
+
+def _header(text: str, today: date) -> str:
+    """The DEP-3 header as it was (a git diffstat, stale now, is cut), with Last-Update set to today."""
+    kept = []
+    for line in split_lines(text):
+        if _DIFF_START.match(line):
+            break
+        kept.append(line)
+    header = "".join(kept).rstrip("\n")
+    stamp = f"Last-Update: {today.isoformat()}"
+    header = _LAST_UPDATE.sub(stamp, header) if _LAST_UPDATE.search(header) else f"{header}\n{stamp}".lstrip("\n")
+    return header + "\n\n"
+
+
+def _diff(drift: PatchDrift) -> str:
+    """Unified diffs, -p1 names, from the pre- and post-image of every file the patch touches."""
+    out = []
+    for image in drift.images:
+        before, after = list(image.before or ()), list(image.after or ())
+        if before == after and image.patch.source == image.patch.target:
+            continue  # every hunk of this file is upstream
+        source = f"a/{image.patch.source}" if image.patch.source else "/dev/null"
+        target = f"b/{image.patch.target}" if image.patch.target else "/dev/null"
+        for line in difflib.unified_diff(before, after, source, target, n=3):
+            # difflib leaves a last line without its newline as it is; diff -u marks it
+            out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def series_text(old: Series, ported: Ported, source: Target, today: date) -> str:
+    """The old series file in its order and with its comments, less the dropped patches."""
+    kept = {name for name, _ in ported.patches}
+    lines = [f"# refreshed from {source.dist} {source.version} by 'nvfp4-overlay refresh' on {today.isoformat()}\n"]
+    for line in split_lines(decode((old.directory / "series").read_bytes())):
+        entry = line.split("#", 1)[0].strip()
+        name = entry.split()[0] if entry else ""
+        lines.append(line if not name or name in kept else f"# {line.rstrip()}  (dropped by refresh)\n")
+    return "".join(lines)
+
+
+def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
+    rows = [f'\n[[wheel]]\nfilename = "{w.filename}"\nsha256 = "{w.sha256}"\n' for w in sorted(wheels, key=lambda w: w.filename)]
+    return (
+        "# The upstream wheels this series applies to; every file is checked against its sha256.\n"
+        f"# Written by '{command}': the sha256 are those the index served, check them before you trust them.\n"
+        "revision = 1  # the local version becomes +nvfp4.<revision>; bump it whenever the series changes\n"
+        + "".join(rows)
+    )
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def cmd_refresh(ctx: Any) -> int:
+    dist = canonicalize_name(ctx.args.dist)
+    source, target = Target(dist, ctx.args.from_version), Target(dist, _version(ctx.args.to_version))
+    old = load_upstream(ctx.patches_dir, source)
+    series = read_series(old.directory)
+    dest = ctx.patches_dir / dist / target.version
+    overlay_from, overlay_to = ctx.overlay_dir / dist / source.version, ctx.overlay_dir / dist / target.version
+    for path in (dest, overlay_to if overlay_from.is_dir() else None):
+        if path is not None and path.exists():
+            msg = f"{path}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+            raise ConfigError(msg)
+    wheels = releases.release_wheels(target, [w.filename for w in old.wheels], ctx.source)
+    for w in wheels:
+        ctx.log(f"{target}: {w.filename} sha256 {w.sha256} ({'pinned' if w.pinned else 'unpinned: as the index served it'})")
+    drifts, matrix = _drift_everywhere(series, source, target, wheels)
+    today = datetime.now(timezone.utc).date()
+    try:
+        ported = port_series(series, drifts, target.version, drop_upstream=ctx.args.drop_upstream, today=today)
+    except Refused as exc:
+        from . import report
+
+        ctx.emit({**report.document(matrix), "refused": str(exc)}, report.table(matrix))
+        ctx.log(f"error: {exc}")
+        return exc.exit_code
+    command = f"nvfp4-overlay refresh {dist} {source.version} {target.version}"
+    write_series(dest, ported, series_text(series, ported, source, today), upstream_text(wheels, command), wheels,
+                 overlay_from if overlay_from.is_dir() else None, overlay_to)
+    load_upstream(ctx.patches_dir, target)  # the file it wrote reads back
+    for line in ported.dropped:
+        ctx.log(f"note: {line}")
+    document = {"written": str(dest), "patches": [n for n, _ in ported.patches], "dropped": list(ported.dropped),
+                "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in wheels],
+                "overlay": str(overlay_to) if overlay_from.is_dir() else None}
+    human = f"wrote {dest}: {len(ported.patches)} patches, {len(wheels)} wheels" + (
+        f"; copied {overlay_from} to {overlay_to}" if overlay_from.is_dir() else "")
+    ctx.emit(document, human)
+    return 0
+
+
+def _version(text: str) -> str:
+    try:
+        return str(Version(text))
+    except InvalidVersion as exc:
+        msg = f"refresh: TO_VERSION {text!r} is not a PEP 440 version"
+        raise ConfigError(msg) from exc
+
+
+def _drift_everywhere(series: Series, source: Target, target: Target, wheels: Sequence[ReleaseWheel]) -> tuple[list[PatchDrift], Matrix]:
+    """Drift on every wheel of the release; the files a series touches must be the same in all of them."""
+    results: list[list[PatchDrift]] = []
+    for wheel in wheels:
+        with WheelReader(wheel.path) as reader:
+            files = ReleaseFiles(reader)
+            results.append(drift_series(series, files.read, files.names, target.dist, target.version))
+    for wheel, other in zip(wheels[1:], results[1:]):
+        if [p.images for p in other] != [p.images for p in results[0]]:
+            msg = (
+                f"{wheel.filename}: the files the series touches differ from those in {wheels[0].filename}; "
+                f"one series cannot serve both: port it by hand"
+            )
+            raise PatchError(msg)
+    return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})
+
+
+def write_series(dest: Path, ported: Ported, series: str, upstream: str, wheels: Sequence[ReleaseWheel],
+                 overlay_from: Path | None, overlay_to: Path) -> None:
+    """Write the series (and the overlay copy) under temporary names, check it, then rename it into place."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    temp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".refresh-{dest.name}-"))
+    temp.chmod(0o755)  # mkdtemp makes it private; a series directory is not
+    overlay_temp: Path | None = None
+    try:
+        for name, text in ported.patches:
+            (temp / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+        (temp / "series").write_text(series)
+        (temp / "upstream.toml").write_text(upstream)
+        _check_exact(read_series(temp), wheels)
+        if overlay_from is not None:
+            overlay_to.parent.mkdir(parents=True, exist_ok=True)
+            overlay_temp = Path(tempfile.mkdtemp(dir=overlay_to.parent, prefix=f".refresh-{overlay_to.name}-"))
+            overlay_temp.chmod(0o755)
+            shutil.copytree(overlay_from, overlay_temp, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        os.rename(temp, dest)
+        if overlay_temp is not None:
+            try:
+                os.rename(overlay_temp, overlay_to)
+            except OSError:
+                os.rename(dest, temp)  # no half result: the series goes too
+                raise
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+        if overlay_temp is not None:
+            shutil.rmtree(overlay_temp, ignore_errors=True)
+
+
+def _check_exact(series: Series, wheels: Sequence[ReleaseWheel]) -> None:
+    """The regenerated series must apply to every wheel with no offset and no fuzz."""
+    for wheel in wheels:
+        with WheelReader(wheel.path) as reader:
+            applied = apply_series(series, lambda p: reader.read(p) if p in reader.infos else None)
+        moved = [h for h in applied.hunks if h.placement.offset or h.placement.fuzz]
+        if moved:
+            msg = f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); this is a bug in refresh"
+            raise PatchError(msg)

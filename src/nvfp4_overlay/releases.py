@@ -1,0 +1,212 @@
+"""Upstream releases for drift and refresh: what the index lists, and one verified wheel per release.
+
+A release with an upstream.toml is fetched through fetch.upstream_wheel (checked against its pin). A
+release without one has no pin: pip downloads it (pip checks the digest the index publishes), the
+sha256 seen is recorded in the cache's UNPINNED-SHA256SUMS, and a later run that finds a different
+file under that name refuses it (trust on first use). Drift against an unpinned release trusts the index.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from . import fetch
+from .errors import ConfigError, FetchError, HashMismatchError
+from .manifest import Target, Upstream, UpstreamWheel, load_upstream
+
+SEEN = "UNPINNED-SHA256SUMS"
+
+
+@dataclass(frozen=True)
+class ReleaseWheel:
+    """One upstream wheel of a release, on disk, with the sha256 it was checked against (or seen with)."""
+
+    target: Target
+    filename: str
+    sha256: str
+    path: Path
+    pinned: bool  # True: matched upstream.toml; False: as the index served it
+
+
+# --- which releases exist --------------------------------------------------------------------------
+
+
+def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
+    """Every release of dist, oldest first: pip's view of the index, or what is local when --offline."""
+    if source.offline:
+        return local_versions(dist, source, patches_dir)
+    command = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", dist]
+    done = subprocess.run(command, capture_output=True, text=True)
+    for line in done.stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return sorted(_versions(line.split(":", 1)[1].split(",")))
+    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    msg = (
+        f"{dist}: pip could not list the releases on the index (exit {done.returncode}): {tail}\n"
+        f"Check pip's index configuration, or name the releases: --against VERSION ... (with --offline)"
+    )
+    raise FetchError(msg)
+
+
+def local_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
+    """Releases with a series in patches/ or a wheel in the wheelhouse or the cache."""
+    found = {Version(d.name) for d in (patches_dir / dist).glob("*") if (d / "upstream.toml").is_file()}
+    found |= {version for _, version, _ in _local_wheels(dist, source)}
+    return sorted(found)
+
+
+def _versions(texts: Iterable[str]) -> set[Version]:
+    found = set()
+    for text in texts:
+        try:
+            found.add(Version(text.strip()))
+        except InvalidVersion:
+            continue  # a legacy version pip still lists; no series is written against one
+    return found
+
+
+# --- one wheel of a release ------------------------------------------------------------------------
+
+
+def release_wheel(patches_dir: Path, target: Target, source: fetch.Source) -> ReleaseWheel:
+    """A wheel of the release to read source files from: the one fitting this interpreter if any."""
+    if (patches_dir / target.dist / target.version / "upstream.toml").is_file():
+        upstream = load_upstream(patches_dir, target)
+        pin = _fitting(upstream, source) or upstream.wheels[0]
+        return ReleaseWheel(target, pin.filename, pin.sha256, fetch.upstream_wheel(upstream, pin, source), True)
+    local = [(path, version) for path, version, _ in _local_wheels(target.dist, source) if version == Version(target.version)]
+    if local:
+        stand_in = _stand_in(target, [p.name for p, _ in local], source)
+        chosen = _fitting(stand_in, source) or stand_in.wheels[0]
+        path = next(p for p, _ in local if p.name == chosen.filename)
+        return _seen(target, path, source)
+    if source.offline:
+        msg = f"{target}: no wheel in the wheelhouse or the cache {source.wheels_dir}, and --offline forbids pip"
+        raise FetchError(msg)
+    return _seen(target, _pip_download(target, source, [])[0], source)
+
+
+def release_wheels(target: Target, like: Sequence[str], source: fetch.Source) -> list[ReleaseWheel]:
+    """Every wheel of the release for the interpreters and platforms of `like` (the old release's files).
+
+    pip has no "list the files" command, so each old (python, platform) pair is asked for in turn; a
+    pure old release asks once. A platform the new release adds and the old one lacked is not found.
+    With --offline, or when the wheelhouse holds the release, the local files are the whole release.
+    """
+    wanted = Version(target.version)
+    local = [(p, where) for p, version, where in _local_wheels(target.dist, source) if version == wanted]
+    in_wheelhouse = [p for p, where in local if where == "wheelhouse"]
+    found = {p.name: p for p in in_wheelhouse} or {p.name: p for p, _ in local}
+    if not source.offline and not in_wheelhouse:
+        for old in like:
+            if _renamed(old, target.version) not in found:
+                for path in _pip_download(target, source, fetch._tag_args(old)):  # build's tag options
+                    found[path.name] = path
+    if not found:
+        msg = f"{target}: no wheel in the wheelhouse or the cache {source.wheels_dir}, and --offline forbids pip"
+        raise FetchError(msg)
+    return [_seen(target, found[name], source) for name in sorted(found)]
+
+
+def _renamed(filename: str, version: str) -> str:
+    """The old release's wheel filename with the new version: the file pip would give for its tags."""
+    parts = filename[: -len(".whl")].split("-")
+    return f"{parts[0]}-{version}-{'-'.join(parts[-3:])}.whl"
+
+
+def _fitting(upstream: Upstream, source: fetch.Source) -> UpstreamWheel | None:
+    try:
+        return fetch.select_wheels(upstream, dataclasses.replace(source, all_platforms=False))[0]
+    except ConfigError:
+        return None  # no wheel for this interpreter; the .py files drift reads are the same in every one
+
+
+def _stand_in(target: Target, filenames: Sequence[str], source: fetch.Source) -> Upstream:
+    """An Upstream listing unpinned files, so that fetch.select_wheels can rank them."""
+    wheels = tuple(UpstreamWheel(name, "") for name in sorted(filenames))
+    return Upstream(target, 1, wheels, source.wheels_dir)
+
+
+def _local_wheels(dist: str, source: fetch.Source) -> list[tuple[Path, Version, str]]:
+    """(path, version, where) of every wheel of dist in the wheelhouse, then the cache."""
+    found = []
+    places = [(source.wheelhouse, "wheelhouse")] if source.wheelhouse else []
+    for folder, where in [*places, (source.wheels_dir, "cache")]:
+        if folder is None or not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*.whl")):
+            try:
+                name, version, _, _ = parse_wheel_filename(path.name)
+            except InvalidWheelFilename:
+                continue
+            if name == canonicalize_name(dist):
+                found.append((path, version, where))
+    return found
+
+
+def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str]) -> list[Path]:
+    source.wheels_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
+        command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
+                   "--only-binary=:all:", "--dest", tmp, *tag_args, f"{target.dist}=={target.version}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        got = sorted(Path(tmp).glob("*.whl"))
+        if not got:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+            msg = f"{target}: pip provided no wheel (exit {done.returncode}): {tail}"
+            raise FetchError(msg)
+        paths = []
+        for path in got:
+            _record_seen(source, path.name, fetch.file_sha256(path), replace=True)
+            os.replace(path, source.wheels_dir / path.name)
+            paths.append(source.wheels_dir / path.name)
+    return paths
+
+
+# --- trust on first use for unpinned files ----------------------------------------------------------
+
+
+def _seen(target: Target, path: Path, source: fetch.Source) -> ReleaseWheel:
+    digest = fetch.file_sha256(path)
+    _record_seen(source, path.name, digest, replace=False)
+    return ReleaseWheel(target, path.name, digest, path, False)
+
+
+def _record_seen(source: fetch.Source, filename: str, digest: str, *, replace: bool) -> None:
+    """Remember the sha256 an unpinned file had; refuse a later file of that name that differs."""
+    book = source.wheels_dir / SEEN
+    seen = _read_seen(book)
+    if not replace and seen.get(filename, digest) != digest:
+        msg = (
+            f"{filename}: sha256 {digest} differs from {seen[filename]} recorded in {book} when it was "
+            f"first downloaded. If upstream re-published the file, check why; then delete both and rerun"
+        )
+        raise HashMismatchError(msg)
+    if seen.get(filename) == digest:
+        return
+    seen[filename] = digest
+    book.parent.mkdir(parents=True, exist_ok=True)
+    temp = book.with_name(f".{SEEN}.{os.getpid()}.tmp")
+    temp.write_text("".join(f"{d}  {n}\n" for n, d in sorted(seen.items())))
+    os.replace(temp, book)
+
+
+def _read_seen(book: Path) -> dict[str, str]:
+    if not book.is_file():
+        return {}
+    seen = {}
+    for line in book.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name:
+            seen[name.strip()] = digest
+    return seen

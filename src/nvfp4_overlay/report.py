@@ -1,0 +1,202 @@
+"""The drift matrix as people and programs read it: a terminal table, Markdown, and a JSON document."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from packaging.version import Version
+
+from .drift import BROKEN, Cell, HunkDrift, Matrix, PatchDrift, State
+from .manifest import Target
+
+LEGEND = (
+    "exact: applies at its line; offset: exact context, moved; upstream: already in the release; "
+    "partly-upstream: some hunks upstream, the rest apply; obsolete: its Applied-Upstream release is out; "
+    "fuzzy: applies only if context is ignored (the build refuses); conflict: does not apply; "
+    "missing-file: the file is gone"
+)
+
+Row = tuple[Target, str]  # (the series, a patch name)
+
+
+def _layout(matrix: Matrix) -> dict[str, tuple[list[str], list[Row], dict[tuple[Row, str], PatchDrift]]]:
+    """Per distribution: release columns, (series, patch) rows, and the patch drift in each cell."""
+    out: dict[str, tuple[list[str], list[Row], dict[tuple[Row, str], PatchDrift]]] = {}
+    for series_target in sorted(matrix.series, key=lambda t: (t.dist, Version(t.version))):
+        columns, rows, cells = out.setdefault(series_target.dist, ([], [], {}))
+        rows += [(series_target, p.name) for p in matrix.series[series_target].patches]
+    for cell in matrix.cells:
+        columns, rows, cells = out[cell.series.dist]
+        if cell.release.target.version not in columns:
+            columns.append(cell.release.target.version)
+        for patch in cell.patches:
+            cells[((cell.series, patch.name), cell.release.target.version)] = patch
+    for columns, _, _ in out.values():
+        columns.sort(key=Version)
+    return out
+
+
+def _spans(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> Iterator[tuple[State, str, str]]:
+    """Runs of consecutive releases in one state: (state, first release, last release)."""
+    run: list[Any] = []
+    for version in columns:
+        patch = cells.get((row, version))
+        if patch is None:
+            continue
+        if run and run[0] is patch.state:
+            run[2] = version
+        else:
+            if run:
+                yield tuple(run)  # type: ignore[misc]
+            run = [patch.state, version, version]
+    if run:
+        yield tuple(run)  # type: ignore[misc]
+
+
+def _first_trouble(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> tuple[str, PatchDrift] | None:
+    for version in columns:
+        patch = cells.get((row, version))
+        if patch is not None and not patch.state.clean:
+            return version, patch
+    return None
+
+
+def _span_text(spans: Sequence[tuple[State, str, str]]) -> str:
+    return ", ".join(f"{s.value} {a}" if a == b else f"{s.value} {a}..{b}" for s, a, b in spans)
+
+
+# --- terminal --------------------------------------------------------------------------------------
+
+
+def table(matrix: Matrix, width: int | None = None) -> str:
+    """Release across, patch down, the patch's state (its worst hunk) in the cell; then what to do."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
+    lines: list[str] = []
+    for dist, (columns, rows, cells) in _layout(matrix).items():
+        label = max([len(dist)] + [len(f"{t.version}  {name}") for t, name in rows])
+        cell_width = max([len(c) for c in columns] + [len("partly-upstream")]) + 2
+        per_block = max(1, (width - label - 2) // cell_width)
+        for start in range(0, max(len(columns), 1), per_block):
+            block = columns[start:start + per_block]
+            lines.append(f"{dist:<{label}}  " + "".join(f"{c:<{cell_width}}" for c in block).rstrip())
+            for row in rows:
+                if not any((row, c) in cells for c in block):
+                    continue  # a series with nothing to show in these releases
+                texts = [_cell_text(cells.get((row, c))) for c in block]
+                lines.append(f"{row[0].version + '  ' + row[1]:<{label}}  " + "".join(f"{t:<{cell_width}}" for t in texts).rstrip())
+            lines.append("")
+        lines += _attention(rows, columns, cells)
+    lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
+    lines.append(_verdict(matrix))
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell_text(patch: PatchDrift | None) -> str:
+    if patch is None:
+        return "."
+    return patch.state.value.upper() if patch.state in BROKEN else patch.state.value
+
+
+def _attention(rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> list[str]:
+    lines = []
+    for row in rows:
+        trouble = _first_trouble(row, columns, cells)
+        if trouble is None:
+            continue
+        version, patch = trouble
+        lines.append(f"{row[0].version}  {row[1]}: {_span_text(list(_spans(row, columns, cells)))}")
+        lines.append(f"  first needs a person at {version} ({patch.state.value}): {patch.reason()}")
+    return lines + ([""] if lines else [])
+
+
+def _verdict(matrix: Matrix) -> str:
+    bad = sum(1 for c in matrix.cells for p in c.patches if not p.state.clean)
+    if matrix.exit_code == 0:
+        return f"every patch applies exactly or at an offset ({len(matrix.cells)} series-release pairs)"
+    return f"{bad} patch-release pairs need a person ({len(matrix.cells)} series-release pairs checked)"
+
+
+# --- Markdown --------------------------------------------------------------------------------------
+
+
+def markdown(matrix: Matrix) -> str:
+    lines = ["## Drift of the patch series against upstream releases", "", f"_{LEGEND}._", ""]
+    for dist, (columns, rows, cells) in _layout(matrix).items():
+        lines += [f"### {dist}", "", "| series | patch | " + " | ".join(columns) + " |",
+                  "| --- | --- |" + " --- |" * len(columns)]
+        for row in rows:
+            texts = [_md_cell(cells.get((row, c))) for c in columns]
+            lines.append(f"| {row[0].version} | `{row[1]}` | " + " | ".join(texts) + " |")
+        lines.append("")
+        for row in rows:
+            trouble = _first_trouble(row, columns, cells)
+            if trouble:
+                version, patch = trouble
+                lines.append(f"- {row[0].version} `{row[1]}`: {_span_text(list(_spans(row, columns, cells)))}. "
+                             f"First needs a person at **{version}** ({patch.state.value}): {_md_escape(patch.reason())}")
+        lines.append("")
+    wheels = _wheels(matrix)
+    lines += ["<details><summary>Wheels read</summary>", "", "| wheel | sha256 | trust |", "| --- | --- | --- |"]
+    lines += [f"| {w['filename']} | `{w['sha256']}` | {'pinned' if w['pinned'] else 'index (unpinned)'} |" for w in wheels]
+    lines += ["", "</details>", ""]
+    lines += [f"- skipped {t}: {_md_escape(why.splitlines()[0])}" for t, why in matrix.skipped.items()]
+    lines += ["", f"**{_verdict(matrix)}**", ""]
+    return "\n".join(lines)
+
+
+def _md_cell(patch: PatchDrift | None) -> str:
+    if patch is None:
+        return ""
+    return f"**{patch.state.value}**" if not patch.state.clean else patch.state.value
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+# --- JSON ------------------------------------------------------------------------------------------
+
+
+def document(matrix: Matrix) -> dict[str, Any]:
+    return {
+        "exit_code": matrix.exit_code,
+        "needs_person": sum(1 for c in matrix.cells for p in c.patches if not p.state.clean),
+        "wheels": _wheels(matrix),
+        "skipped": {str(t): why for t, why in matrix.skipped.items()},
+        "cells": [_cell_json(c) for c in matrix.cells],
+    }
+
+
+def _wheels(matrix: Matrix) -> list[dict[str, Any]]:
+    seen = {c.release.filename: c.release for c in matrix.cells}
+    return [
+        {"dist": w.target.dist, "version": w.target.version, "filename": w.filename, "sha256": w.sha256, "pinned": w.pinned}
+        for w in sorted(seen.values(), key=lambda w: (w.target.dist, Version(w.target.version), w.filename))
+    ]
+
+
+def _cell_json(cell: Cell) -> dict[str, Any]:
+    return {
+        "dist": cell.series.dist,
+        "series": cell.series.version,
+        "release": cell.release.target.version,
+        "wheel": cell.release.filename,
+        "state": max((p.state for p in cell.patches), key=lambda s: s.rank, default=State.EXACT).value,
+        "patches": [
+            {"patch": p.name, "state": p.state.value, "applied_upstream": p.applied_upstream, "reason": p.reason(),
+             "hunks": [hunk_json(h) for h in p.hunks]}
+            for p in cell.patches
+        ],
+    }
+
+
+def hunk_json(h: HunkDrift) -> dict[str, Any]:
+    m = h.mismatch
+    return {
+        "file": h.path, "hunk": h.number, "header": h.header, "state": h.state.value, "offset": h.offset,
+        "fuzz": h.fuzz, "line": h.line,
+        "first_difference": None if m is None else {"line": m.line, "expected": m.expected, "found": m.found},
+        "moved_to": h.moved_to, "occurrences": h.occurrences, "note": h.note,
+    }

@@ -1,0 +1,369 @@
+"""drift and refresh: small upstream releases built in the test, one per hunk state, and the real ones."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import shutil
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
+from nvfp4_overlay import cli, fetch
+from nvfp4_overlay.drift import PatchDrift, State, drift_series
+from nvfp4_overlay.manifest import Target, load_upstream
+from nvfp4_overlay.patching import apply_series, read_series
+
+BASE = "".join(f"line {i:02d}\n" for i in range(1, 41))
+MOD, OTHER = "demo/mod.py", "demo/other.py"
+
+# Two hunks on demo/mod.py: line 10 and line 30 change; 3 lines of context each.
+P1 = """\
+Description: change lines 10 and 30
+Origin: test
+Last-Update: 2020-01-01
+
+--- a/demo/mod.py
++++ b/demo/mod.py
+@@ -7,7 +7,7 @@
+ line 07
+ line 08
+ line 09
+-line 10
++line 10 patched
+ line 11
+ line 12
+ line 13
+@@ -27,7 +27,7 @@
+ line 27
+ line 28
+ line 29
+-line 30
++line 30 patched
+ line 31
+ line 32
+ line 33
+"""
+# A patch that upstream says it took in demo 2.0.
+P2 = """\
+Description: a fix upstream took
+Applied-Upstream: demo 2.0
+Last-Update: 2020-01-01
+
+--- a/demo/other.py
++++ b/demo/other.py
+@@ -1,3 +1,3 @@
+ a
+-b
++b fixed
+ c
+"""
+OTHER_TEXT = "a\nb\nc\n"
+
+
+def edit(text: str, **replace: str) -> str:
+    """BASE with whole lines replaced: edit(BASE, line_10='x') turns 'line 10' into 'x'."""
+    lines = text.splitlines(keepends=True)
+    for key, new in replace.items():
+        old = key.replace("_", " ") + "\n"
+        lines = [new + "\n" if line == old else line for line in lines]
+    return "".join(lines)
+
+
+def shifted(n: int, text: str = BASE) -> str:
+    return "".join(f"new {i:02d}\n" for i in range(1, n + 1)) + text
+
+
+# release -> (files, state of patch 0001, its hunk states, state of patch 0002)
+RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = {
+    "1.0": ({MOD: BASE, OTHER: OTHER_TEXT}, State.EXACT, (State.EXACT, State.EXACT), State.EXACT),
+    "1.1": ({MOD: shifted(5), OTHER: OTHER_TEXT}, State.OFFSET, (State.OFFSET, State.OFFSET), State.EXACT),
+    "1.2": ({MOD: edit(BASE, line_07="LINE 07"), OTHER: OTHER_TEXT}, State.FUZZY, (State.FUZZY, State.EXACT), State.EXACT),
+    "1.3": ({MOD: edit(BASE, line_10="line 10 upstream"), OTHER: OTHER_TEXT}, State.CONFLICT, (State.CONFLICT, State.EXACT), State.EXACT),
+    "1.4": ({MOD: edit(BASE, line_10="line 10 patched", line_30="line 30 patched"), OTHER: OTHER_TEXT},
+            State.UPSTREAM, (State.UPSTREAM, State.UPSTREAM), State.EXACT),
+    "1.5": ({MOD: edit(BASE, line_10="line 10 patched"), OTHER: OTHER_TEXT},
+            State.PARTLY_UPSTREAM, (State.UPSTREAM, State.EXACT), State.EXACT),
+    "1.6": ({"demo/sub/mod.py": BASE, OTHER: OTHER_TEXT}, State.MISSING_FILE, (State.MISSING_FILE, State.MISSING_FILE), State.EXACT),
+    "1.7": ({MOD: shifted(3, edit(BASE, line_11="line 11 upstream")), OTHER: OTHER_TEXT},
+            State.CONFLICT, (State.CONFLICT, State.OFFSET), State.EXACT),
+    "2.0": ({MOD: BASE, OTHER: "a\nb fixed\nc\n"}, State.EXACT, (State.EXACT, State.EXACT), State.OBSOLETE),
+}
+
+
+@pytest.fixture
+def layout(project: Callable[..., dict[str, Path]], make_wheel: Callable[..., Path]) -> dict[str, Path]:
+    """demo 1.0 pinned with the two patches; every other release in the wheelhouse, unpinned."""
+    files, *_ = RELEASES["1.0"]
+    made = project(files, patches={"0001-two-hunks.patch": P1, "0002-taken-upstream.patch": P2},
+                   overlay={"demo/_added.py": "ADDED = True\n"})
+    for version, (files, *_) in RELEASES.items():
+        if version != "1.0":
+            make_wheel(files, version=version)
+    return made
+
+
+def drift_on(layout: dict[str, Path], version: str) -> list[PatchDrift]:
+    series = read_series(layout["patches"] / "demo" / "1.0")
+    files = RELEASES[version][0]
+    return drift_series(series, lambda p: files[p].encode() if p in files else None, sorted(files), "demo", version)
+
+
+def run(*argv: str) -> tuple[int, str, str, Any]:
+    import contextlib
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue(), None
+
+
+# --- each state, from the pure classifier ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", list(RELEASES), ids=[f"{v}-{RELEASES[v][1].value}" for v in RELEASES])
+def test_each_state(layout: dict[str, Path], version: str) -> None:
+    _, state, hunk_states, other_state = RELEASES[version]
+    p1, p2 = drift_on(layout, version)
+    assert (p1.state, tuple(h.state for h in p1.hunks), p2.state) == (state, hunk_states, other_state)
+
+
+def test_offset_is_counted_from_the_header(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.1")
+    assert [(h.offset, h.line) for h in p1.hunks] == [(5, 12), (5, 32)]
+    assert "applies at offset +5 (line 12)" in p1.reason()
+
+
+def test_fuzzy_reports_the_line_that_fuzz_ignored(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.2")
+    hunk = p1.hunks[0]
+    assert (hunk.fuzz, hunk.offset, hunk.line) == (1, 0, 7)
+    assert (hunk.mismatch.line, hunk.mismatch.expected, hunk.mismatch.found) == (7, "line 07\n", "LINE 07\n")  # type: ignore[union-attr]
+    assert "applies only with fuzz 1" in p1.reason()
+
+
+def test_conflict_names_the_first_differing_line_and_the_changed_line(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.3")
+    hunk = p1.hunks[0]
+    assert (hunk.mismatch.line, hunk.mismatch.expected, hunk.mismatch.found) == (10, "line 10\n", "line 10 upstream\n")  # type: ignore[union-attr]
+    assert hunk.moved_to is None
+    assert "'line 10', is nowhere in the file: upstream rewrote this code" in hunk.describe()
+
+
+def test_conflict_says_where_upstream_moved_the_expected_line(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.7")
+    conflict, moved = p1.hunks
+    # Looked for at line 7 (no earlier hunk gave an offset); three lines were added above it.
+    assert (conflict.mismatch.line, conflict.mismatch.expected, conflict.mismatch.found) == (7, "line 07\n", "line 04\n")  # type: ignore[union-attr]
+    assert (conflict.moved_to, conflict.occurrences) == (10, 1)
+    assert "that line is now at line 10" in conflict.describe()
+    assert "'line 10', is at line 13" in conflict.note
+    assert (moved.state, moved.offset) == (State.OFFSET, 3)
+
+
+def test_missing_file_points_at_a_file_of_the_same_name(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.6")
+    assert "demo/sub/mod.py" in p1.hunks[0].note
+
+
+def test_obsolete_comes_from_applied_upstream(layout: dict[str, Path]) -> None:
+    _, p2 = drift_on(layout, "2.0")
+    assert p2.applied_upstream == "2.0"
+    assert [h.state for h in p2.hunks] == [State.UPSTREAM]  # the hunks say why, too
+    assert p2.reason().startswith("Applied-Upstream: demo 2.0: drop the patch")
+    _, before = drift_on(layout, "1.7")
+    assert before.state is State.EXACT
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path: Path) -> None:
+    md = tmp_path / "report.md"
+    code, out, err, _ = run("drift", "--against", "all", "--markdown", str(md), "--json", *cli_args(layout))
+    assert code == 1, err
+    doc = json.loads(out)
+    cells = {c["release"]: c for c in doc["cells"]}
+    assert sorted(cells, key=lambda v: tuple(map(int, v.split(".")))) == [v for v in RELEASES if v != "1.0"]
+    for version, (_, state, hunk_states, other_state) in RELEASES.items():
+        if version == "1.0":
+            continue
+        p1, p2 = cells[version]["patches"]
+        assert (p1["state"], [h["state"] for h in p1["hunks"]], p2["state"]) == (
+            state.value, [s.value for s in hunk_states], other_state.value), version
+    first = cells["1.3"]["patches"][0]["hunks"][0]["first_difference"]
+    assert first == {"line": 10, "expected": "line 10\n", "found": "line 10 upstream\n"}
+    assert all(not w["pinned"] and len(w["sha256"]) == 64 for w in doc["wheels"])
+    text = md.read_text()
+    assert "| 1.0 | `0001-two-hunks.patch` | offset | **fuzzy** | **conflict** |" in text
+    assert "First needs a person at **1.2** (fuzzy)" in text
+
+
+def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> None:
+    code, out, err, _ = run("drift", "--against", "pinned", *cli_args(layout))
+    assert code == 0, err
+    assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "exact"]
+    assert "every patch applies exactly or at an offset" in out
+    code, out, _, _ = run("drift", "--against", "1.2", "1.3", *cli_args(layout))
+    assert code == 1
+    assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "FUZZY", "CONFLICT"]
+
+
+@pytest.mark.parametrize(("against", "match"), [
+    (["demo==x.y"], "not a PEP 440 version"),
+    (["other==1.0"], "say which distribution"),
+], ids=["bad-version", "unknown-dist"])
+def test_drift_bad_arguments_exit_2(layout: dict[str, Path], against: list[str], match: str) -> None:
+    code, _, err, _ = run("drift", "--against", *against, *cli_args(layout))
+    assert code == 2
+    assert match in err
+
+
+def test_drift_refuses_a_wheel_whose_pin_does_not_match(layout: dict[str, Path]) -> None:
+    wheel = layout["wheel"]
+    with zipfile.ZipFile(wheel, "a") as zf:
+        zf.writestr("demo/extra.py", "x = 1\n")
+    code, _, err, _ = run("drift", "--against", "pinned", *cli_args(layout))
+    assert code == 3
+    assert "does not match" in err
+
+
+def test_an_unpinned_file_that_changes_is_refused(layout: dict[str, Path]) -> None:
+    args = [a for a in cli_args(layout) if a not in ("--wheelhouse", str(layout["wheelhouse"]))]
+    cache = layout["cache"] / "wheels"
+    cache.mkdir(parents=True)
+    shutil.copy(layout["wheelhouse"] / "demo-1.1-py3-none-any.whl", cache)
+    assert run("drift", "--against", "1.1", *args)[0] == 0
+    write_wheel(cache, "demo", "1.1", {MOD: BASE})  # re-published under the same name
+    code, _, err, _ = run("drift", "--against", "1.1", *args)
+    assert code == 3
+    assert "UNPINNED-SHA256SUMS" in err
+
+
+# --- refresh ---------------------------------------------------------------------------------------
+
+
+def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[str, Path]) -> None:
+    code, out, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
+    assert code == 0, err
+    new = layout["patches"] / "demo" / "1.1"
+    upstream = load_upstream(layout["patches"], Target("demo", "1.1"))
+    wheel = layout["wheelhouse"] / "demo-1.1-py3-none-any.whl"
+    assert [(w.filename, w.sha256) for w in upstream.wheels] == [(wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())]
+    assert upstream.revision == 1
+    series = read_series(new)
+    assert [p.name for p in series.patches] == ["0001-two-hunks.patch", "0002-taken-upstream.patch"]
+    text = (new / "0001-two-hunks.patch").read_text()
+    assert text.startswith("Description: change lines 10 and 30\nOrigin: test\n")
+    assert f"Last-Update: {datetime.datetime.now(datetime.timezone.utc).date().isoformat()}" in text
+    assert "@@ -12,7 +12,7 @@" in text and "@@ -32,7 +32,7 @@" in text
+    files = RELEASES["1.1"][0]
+    applied = apply_series(series, lambda p: files[p].encode() if p in files else None)
+    assert [(h.placement.offset, h.placement.fuzz) for h in applied.hunks] == [(0, 0)] * 3
+    assert (layout["overlay"] / "demo" / "1.1" / "demo" / "_added.py").read_text() == "ADDED = True\n"
+    code, out, err, _ = run("build", "demo==1.1", *cli_args(layout))
+    assert code == 0, err
+    assert "demo-1.1+nvfp4.1-py3-none-any.whl" in out
+
+
+@pytest.mark.parametrize(("version", "extra", "match"), [
+    ("1.2", [], "0001-two-hunks.patch: fuzzy"),
+    ("1.3", [], "0001-two-hunks.patch: conflict"),
+    ("1.6", [], "0001-two-hunks.patch: missing-file"),
+    ("1.5", [], "rerun with --drop-upstream"),
+    ("2.0", [], "0002-taken-upstream.patch: obsolete"),
+    ("1.2", ["--drop-upstream"], "0001-two-hunks.patch: fuzzy"),
+], ids=["fuzzy", "conflict", "missing-file", "upstream-needs-flag", "obsolete-needs-flag", "flag-does-not-excuse-fuzz"])
+def test_refresh_refuses_and_writes_nothing(layout: dict[str, Path], version: str, extra: list[str], match: str) -> None:
+    before_patches = sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*"))
+    before_overlay = sorted(p.relative_to(layout["overlay"]) for p in layout["overlay"].rglob("*"))
+    code, out, err, _ = run("refresh", "demo", "1.0", version, *extra, *cli_args(layout))
+    assert code == 1
+    assert match in err
+    assert "0001-two-hunks.patch" in out  # the drift report comes with the refusal
+    assert sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*")) == before_patches
+    assert sorted(p.relative_to(layout["overlay"]) for p in layout["overlay"].rglob("*")) == before_overlay
+
+
+def test_refresh_drop_upstream_drops_hunks_and_patches_and_says_so(layout: dict[str, Path]) -> None:
+    code, _, err, _ = run("refresh", "demo", "1.0", "1.5", "--drop-upstream", *cli_args(layout))
+    assert code == 0, err
+    assert "hunk 1 (@@ -7,7 +7,7 @@) dropped, already upstream in 1.5" in err
+    series = read_series(layout["patches"] / "demo" / "1.5")
+    (p1, _) = series.patches
+    assert [h.header for fp in p1.files for h in fp.hunks] == ["@@ -27,7 +27,7 @@"]
+    code, _, err, _ = run("refresh", "demo", "1.0", "2.0", "--drop-upstream", *cli_args(layout))
+    assert code == 0, err
+    assert "0002-taken-upstream.patch: dropped, Applied-Upstream 2.0 in 2.0" in err
+    assert [p.name for p in read_series(layout["patches"] / "demo" / "2.0").patches] == ["0001-two-hunks.patch"]
+    assert "# 0002-taken-upstream.patch  (dropped by refresh)" in (layout["patches"] / "demo" / "2.0" / "series").read_text()
+
+
+def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
+    assert run("refresh", "demo", "1.0", "1.1", *cli_args(layout))[0] == 0
+    code, _, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
+    assert code == 2
+    assert "already exists" in err
+
+
+# --- the real releases -----------------------------------------------------------------------------
+
+
+def real_args(tmp_path: Path, wheelhouse: Path | None = None) -> list[str]:
+    args = ["--patches-dir", str(tmp_path / "patches"), "--overlay-dir", str(tmp_path / "overlay"),
+            "--dist-dir", str(tmp_path / "dist"), "--cache-dir", str(cache_dir()), "--quiet"]
+    return args + (["--wheelhouse", str(wheelhouse), "--offline"] if wheelhouse else [])
+
+
+@pytest.mark.upstream
+def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
+    """SGLang 0.5.12 took the fix in its own form: every series says drop me, and why."""
+    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "0.5.12", "--json",
+                            "--patches-dir", str(PATCHES), "--cache-dir", str(cache_dir()))
+    assert code == 1, err
+    doc = json.loads(out)
+    assert {c["series"] for c in doc["cells"]} >= {"0.5.8", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11"}
+    for cell in doc["cells"]:
+        (patch,) = cell["patches"]
+        assert patch["state"] == "obsolete", cell["series"]
+        assert [h["state"] for h in patch["hunks"]] == ["conflict"]
+        assert "'from flashinfer import fp4_quantize', is nowhere in the file" in patch["reason"]
+
+
+@pytest.mark.upstream
+def test_real_refresh_sglang_0_5_10_post1_to_0_5_11(tmp_path: Path) -> None:
+    """0.5.10.post1's series applies to 0.5.11 at offset +2; refreshed, it is the committed 0.5.11 series."""
+    shutil.copytree(PATCHES / "sglang" / "0.5.10.post1", tmp_path / "patches" / "sglang" / "0.5.10.post1")
+    shutil.copytree(OVERLAY / "sglang" / "0.5.10.post1", tmp_path / "overlay" / "sglang" / "0.5.10.post1")
+    shutil.copy(PATCHES / "stacks.toml", tmp_path / "patches")
+    pinned = load_upstream(PATCHES, Target("sglang", "0.5.11"))
+    source = fetch.Source(cache_dir())
+    (pin,) = fetch.select_wheels(pinned, source)
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    shutil.copy(fetch.upstream_wheel(pinned, pin, source), wheelhouse)
+    code, _, err, _ = run("refresh", "sglang", "0.5.10.post1", "0.5.11", *real_args(tmp_path, wheelhouse))
+    assert code == 0, err
+    refreshed = load_upstream(tmp_path / "patches", Target("sglang", "0.5.11"))
+    assert [(w.filename, w.sha256) for w in refreshed.wheels] == [(pin.filename, pin.sha256)]
+    (new,) = read_series(refreshed.directory).patches
+    (committed,) = read_series(PATCHES / "sglang" / "0.5.11").patches
+    assert [h for fp in new.files for h in fp.hunks] == [h for fp in committed.files for h in fp.hunks]
+    assert new.fields["Description"] == read_series(PATCHES / "sglang" / "0.5.10.post1").patches[0].fields["Description"]
+    # It builds, and its modelopt_quant.py is byte for byte the one the trace tests run on 0.5.11.
+    code, out, err, _ = run("build", "sglang==0.5.11", *real_args(tmp_path, wheelhouse))
+    assert code == 0, err
+    from nvfp4_overlay import api
+
+    ours = api.build_one("sglang", "0.5.11", patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=tmp_path / "ref",
+                         cache_dir=cache_dir())
+    built = next((tmp_path / "dist").glob("sglang-0.5.11+nvfp4.1-*.whl"))
+    member = "sglang/srt/layers/quantization/modelopt_quant.py"
+    with zipfile.ZipFile(built) as a, zipfile.ZipFile(ours) as b:
+        assert a.read(member) == b.read(member)
