@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
+
 from nvfp4_overlay import cli, fetch
 from nvfp4_overlay.drift import PatchDrift, State, drift_series
 from nvfp4_overlay.manifest import Target, load_upstream
@@ -83,15 +83,42 @@ def shifted(n: int, text: str = BASE) -> str:
 RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = {
     "1.0": ({MOD: BASE, OTHER: OTHER_TEXT}, State.EXACT, (State.EXACT, State.EXACT), State.EXACT),
     "1.1": ({MOD: shifted(5), OTHER: OTHER_TEXT}, State.OFFSET, (State.OFFSET, State.OFFSET), State.EXACT),
-    "1.2": ({MOD: edit(BASE, line_07="LINE 07"), OTHER: OTHER_TEXT}, State.FUZZY, (State.FUZZY, State.EXACT), State.EXACT),
-    "1.3": ({MOD: edit(BASE, line_10="line 10 upstream"), OTHER: OTHER_TEXT}, State.CONFLICT, (State.CONFLICT, State.EXACT), State.EXACT),
-    "1.4": ({MOD: edit(BASE, line_10="line 10 patched", line_30="line 30 patched"), OTHER: OTHER_TEXT},
-            State.UPSTREAM, (State.UPSTREAM, State.UPSTREAM), State.EXACT),
-    "1.5": ({MOD: edit(BASE, line_10="line 10 patched"), OTHER: OTHER_TEXT},
-            State.PARTLY_UPSTREAM, (State.UPSTREAM, State.EXACT), State.EXACT),
-    "1.6": ({"demo/sub/mod.py": BASE, OTHER: OTHER_TEXT}, State.MISSING_FILE, (State.MISSING_FILE, State.MISSING_FILE), State.EXACT),
-    "1.7": ({MOD: shifted(3, edit(BASE, line_11="line 11 upstream")), OTHER: OTHER_TEXT},
-            State.CONFLICT, (State.CONFLICT, State.OFFSET), State.EXACT),
+    "1.2": (
+        {MOD: edit(BASE, line_07="LINE 07"), OTHER: OTHER_TEXT},
+        State.FUZZY,
+        (State.FUZZY, State.EXACT),
+        State.EXACT,
+    ),
+    "1.3": (
+        {MOD: edit(BASE, line_10="line 10 upstream"), OTHER: OTHER_TEXT},
+        State.CONFLICT,
+        (State.CONFLICT, State.EXACT),
+        State.EXACT,
+    ),
+    "1.4": (
+        {MOD: edit(BASE, line_10="line 10 patched", line_30="line 30 patched"), OTHER: OTHER_TEXT},
+        State.UPSTREAM,
+        (State.UPSTREAM, State.UPSTREAM),
+        State.EXACT,
+    ),
+    "1.5": (
+        {MOD: edit(BASE, line_10="line 10 patched"), OTHER: OTHER_TEXT},
+        State.PARTLY_UPSTREAM,
+        (State.UPSTREAM, State.EXACT),
+        State.EXACT,
+    ),
+    "1.6": (
+        {"demo/sub/mod.py": BASE, OTHER: OTHER_TEXT},
+        State.MISSING_FILE,
+        (State.MISSING_FILE, State.MISSING_FILE),
+        State.EXACT,
+    ),
+    "1.7": (
+        {MOD: shifted(3, edit(BASE, line_11="line 11 upstream")), OTHER: OTHER_TEXT},
+        State.CONFLICT,
+        (State.CONFLICT, State.OFFSET),
+        State.EXACT,
+    ),
     "2.0": ({MOD: BASE, OTHER: "a\nb fixed\nc\n"}, State.EXACT, (State.EXACT, State.EXACT), State.OBSOLETE),
 }
 
@@ -100,8 +127,11 @@ RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = 
 def layout(project: Callable[..., dict[str, Path]], make_wheel: Callable[..., Path]) -> dict[str, Path]:
     """demo 1.0 pinned with the two patches; every other release in the wheelhouse, unpinned."""
     files, *_ = RELEASES["1.0"]
-    made = project(files, patches={"0001-two-hunks.patch": P1, "0002-taken-upstream.patch": P2},
-                   overlay={"demo/_added.py": "ADDED = True\n"})
+    made = project(
+        files,
+        patches={"0001-two-hunks.patch": P1, "0002-taken-upstream.patch": P2},
+        overlay={"demo/_added.py": "ADDED = True\n"},
+    )
     for version, (files, *_) in RELEASES.items():
         if version != "1.0":
             make_wheel(files, version=version)
@@ -111,7 +141,9 @@ def layout(project: Callable[..., dict[str, Path]], make_wheel: Callable[..., Pa
 def drift_on(layout: dict[str, Path], version: str) -> list[PatchDrift]:
     series = read_series(layout["patches"] / "demo" / "1.0")
     files = RELEASES[version][0]
-    return drift_series(series, lambda p: files[p].encode() if p in files else None, sorted(files), "demo", version)
+    return drift_series(
+        series, lambda p: files[p].encode() if p in files else None, sorted(files), "demo", version
+    )
 
 
 def run(*argv: str) -> tuple[int, str, str, Any]:
@@ -151,7 +183,11 @@ def test_fuzzy_reports_the_line_that_fuzz_ignored(layout: dict[str, Path]) -> No
 def test_conflict_names_the_first_differing_line_and_the_changed_line(layout: dict[str, Path]) -> None:
     p1, _ = drift_on(layout, "1.3")
     hunk = p1.hunks[0]
-    assert (hunk.mismatch.line, hunk.mismatch.expected, hunk.mismatch.found) == (10, "line 10\n", "line 10 upstream\n")  # type: ignore[union-attr]
+    assert (hunk.mismatch.line, hunk.mismatch.expected, hunk.mismatch.found) == (
+        10,
+        "line 10\n",
+        "line 10 upstream\n",
+    )  # type: ignore[union-attr]
     assert hunk.moved_to is None
     assert "'line 10', is nowhere in the file: upstream rewrote this code" in hunk.describe()
 
@@ -160,7 +196,11 @@ def test_conflict_says_where_upstream_moved_the_expected_line(layout: dict[str, 
     p1, _ = drift_on(layout, "1.7")
     conflict, moved = p1.hunks
     # Looked for at line 7 (no earlier hunk gave an offset); three lines were added above it.
-    assert (conflict.mismatch.line, conflict.mismatch.expected, conflict.mismatch.found) == (7, "line 07\n", "line 04\n")  # type: ignore[union-attr]
+    assert (conflict.mismatch.line, conflict.mismatch.expected, conflict.mismatch.found) == (
+        7,
+        "line 07\n",
+        "line 04\n",
+    )  # type: ignore[union-attr]
     assert (conflict.moved_to, conflict.occurrences) == (10, 1)
     assert "that line is now at line 10" in conflict.describe()
     assert "'line 10', is at line 13" in conflict.note
@@ -196,7 +236,10 @@ def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path
             continue
         p1, p2 = cells[version]["patches"]
         assert (p1["state"], [h["state"] for h in p1["hunks"]], p2["state"]) == (
-            state.value, [s.value for s in hunk_states], other_state.value), version
+            state.value,
+            [s.value for s in hunk_states],
+            other_state.value,
+        ), version
     first = cells["1.3"]["patches"][0]["hunks"][0]["first_difference"]
     assert first == {"line": 10, "expected": "line 10\n", "found": "line 10 upstream\n"}
     assert all(not w["pinned"] and len(w["sha256"]) == 64 for w in doc["wheels"])
@@ -215,10 +258,14 @@ def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> N
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "FUZZY", "CONFLICT"]
 
 
-@pytest.mark.parametrize(("against", "match"), [
-    (["demo==x.y"], "not a PEP 440 version"),
-    (["other==1.0"], "say which distribution"),
-], ids=["bad-version", "unknown-dist"])
+@pytest.mark.parametrize(
+    ("against", "match"),
+    [
+        (["demo==x.y"], "not a PEP 440 version"),
+        (["other==1.0"], "say which distribution"),
+    ],
+    ids=["bad-version", "unknown-dist"],
+)
 def test_drift_bad_arguments_exit_2(layout: dict[str, Path], against: list[str], match: str) -> None:
     code, _, err, _ = run("drift", "--against", *against, *cli_args(layout))
     assert code == 2
@@ -255,7 +302,9 @@ def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[s
     new = layout["patches"] / "demo" / "1.1"
     upstream = load_upstream(layout["patches"], Target("demo", "1.1"))
     wheel = layout["wheelhouse"] / "demo-1.1-py3-none-any.whl"
-    assert [(w.filename, w.sha256) for w in upstream.wheels] == [(wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())]
+    assert [(w.filename, w.sha256) for w in upstream.wheels] == [
+        (wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
+    ]
     assert upstream.revision == 1
     series = read_series(new)
     assert [p.name for p in series.patches] == ["0001-two-hunks.patch", "0002-taken-upstream.patch"]
@@ -272,15 +321,28 @@ def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[s
     assert "demo-1.1+nvfp4.1-py3-none-any.whl" in out
 
 
-@pytest.mark.parametrize(("version", "extra", "match"), [
-    ("1.2", [], "0001-two-hunks.patch: fuzzy"),
-    ("1.3", [], "0001-two-hunks.patch: conflict"),
-    ("1.6", [], "0001-two-hunks.patch: missing-file"),
-    ("1.5", [], "rerun with --drop-upstream"),
-    ("2.0", [], "0002-taken-upstream.patch: obsolete"),
-    ("1.2", ["--drop-upstream"], "0001-two-hunks.patch: fuzzy"),
-], ids=["fuzzy", "conflict", "missing-file", "upstream-needs-flag", "obsolete-needs-flag", "flag-does-not-excuse-fuzz"])
-def test_refresh_refuses_and_writes_nothing(layout: dict[str, Path], version: str, extra: list[str], match: str) -> None:
+@pytest.mark.parametrize(
+    ("version", "extra", "match"),
+    [
+        ("1.2", [], "0001-two-hunks.patch: fuzzy"),
+        ("1.3", [], "0001-two-hunks.patch: conflict"),
+        ("1.6", [], "0001-two-hunks.patch: missing-file"),
+        ("1.5", [], "rerun with --drop-upstream"),
+        ("2.0", [], "0002-taken-upstream.patch: obsolete"),
+        ("1.2", ["--drop-upstream"], "0001-two-hunks.patch: fuzzy"),
+    ],
+    ids=[
+        "fuzzy",
+        "conflict",
+        "missing-file",
+        "upstream-needs-flag",
+        "obsolete-needs-flag",
+        "flag-does-not-excuse-fuzz",
+    ],
+)
+def test_refresh_refuses_and_writes_nothing(
+    layout: dict[str, Path], version: str, extra: list[str], match: str
+) -> None:
     before_patches = sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*"))
     before_overlay = sorted(p.relative_to(layout["overlay"]) for p in layout["overlay"].rglob("*"))
     code, out, err, _ = run("refresh", "demo", "1.0", version, *extra, *cli_args(layout))
@@ -301,8 +363,13 @@ def test_refresh_drop_upstream_drops_hunks_and_patches_and_says_so(layout: dict[
     code, _, err, _ = run("refresh", "demo", "1.0", "2.0", "--drop-upstream", *cli_args(layout))
     assert code == 0, err
     assert "0002-taken-upstream.patch: dropped, Applied-Upstream 2.0 in 2.0" in err
-    assert [p.name for p in read_series(layout["patches"] / "demo" / "2.0").patches] == ["0001-two-hunks.patch"]
-    assert "# 0002-taken-upstream.patch  (dropped by refresh)" in (layout["patches"] / "demo" / "2.0" / "series").read_text()
+    assert [p.name for p in read_series(layout["patches"] / "demo" / "2.0").patches] == [
+        "0001-two-hunks.patch"
+    ]
+    assert (
+        "# 0002-taken-upstream.patch  (dropped by refresh)"
+        in (layout["patches"] / "demo" / "2.0" / "series").read_text()
+    )
 
 
 def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
@@ -316,16 +383,35 @@ def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
 
 
 def real_args(tmp_path: Path, wheelhouse: Path | None = None) -> list[str]:
-    args = ["--patches-dir", str(tmp_path / "patches"), "--overlay-dir", str(tmp_path / "overlay"),
-            "--dist-dir", str(tmp_path / "dist"), "--cache-dir", str(cache_dir()), "--quiet"]
+    args = [
+        "--patches-dir",
+        str(tmp_path / "patches"),
+        "--overlay-dir",
+        str(tmp_path / "overlay"),
+        "--dist-dir",
+        str(tmp_path / "dist"),
+        "--cache-dir",
+        str(cache_dir()),
+        "--quiet",
+    ]
     return args + (["--wheelhouse", str(wheelhouse), "--offline"] if wheelhouse else [])
 
 
 @pytest.mark.upstream
 def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
     """SGLang 0.5.12 took the fix in its own form: every series says drop me, and why."""
-    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "0.5.12", "--json",
-                            "--patches-dir", str(PATCHES), "--cache-dir", str(cache_dir()))
+    code, out, err, _ = run(
+        "drift",
+        "--dist",
+        "sglang",
+        "--against",
+        "0.5.12",
+        "--json",
+        "--patches-dir",
+        str(PATCHES),
+        "--cache-dir",
+        str(cache_dir()),
+    )
     assert code == 1, err
     doc = json.loads(out)
     assert {c["series"] for c in doc["cells"]} >= {"0.5.8", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11"}
@@ -355,14 +441,23 @@ def test_real_refresh_sglang_0_5_10_post1_to_0_5_11(tmp_path: Path) -> None:
     (new,) = read_series(refreshed.directory).patches
     (committed,) = read_series(PATCHES / "sglang" / "0.5.11").patches
     assert [h for fp in new.files for h in fp.hunks] == [h for fp in committed.files for h in fp.hunks]
-    assert new.fields["Description"] == read_series(PATCHES / "sglang" / "0.5.10.post1").patches[0].fields["Description"]
+    assert (
+        new.fields["Description"]
+        == read_series(PATCHES / "sglang" / "0.5.10.post1").patches[0].fields["Description"]
+    )
     # It builds, and its modelopt_quant.py is byte for byte the one the trace tests run on 0.5.11.
     code, out, err, _ = run("build", "sglang==0.5.11", *real_args(tmp_path, wheelhouse))
     assert code == 0, err
     from nvfp4_overlay import api
 
-    ours = api.build_one("sglang", "0.5.11", patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=tmp_path / "ref",
-                         cache_dir=cache_dir())
+    ours = api.build_one(
+        "sglang",
+        "0.5.11",
+        patches_dir=PATCHES,
+        overlay_dir=OVERLAY,
+        dist_dir=tmp_path / "ref",
+        cache_dir=cache_dir(),
+    )
     built = next((tmp_path / "dist").glob("sglang-0.5.11+nvfp4.1-*.whl"))
     member = "sglang/srt/layers/quantization/modelopt_quant.py"
     with zipfile.ZipFile(built) as a, zipfile.ZipFile(ours) as b:

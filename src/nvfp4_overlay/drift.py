@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path, PurePosixPath
@@ -17,14 +16,21 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import fetch, releases
-from .archive import WheelReader
-from .errors import ConfigError, FetchError
-from .manifest import Target, all_targets
+from . import releases
+from .errors import ConfigError
+from .manifest import all_targets
 from .patching import (
-    FilePatch, Hunk, Mismatch, Patch, Placement, Series, decode, first_mismatch, locate, read_series, split_lines,
+    FilePatch,
+    Hunk,
+    Mismatch,
+    Patch,
+    Placement,
+    Series,
+    decode,
+    first_mismatch,
+    locate,
+    split_lines,
 )
-from .releases import ReleaseWheel
 
 FUZZ_LIMIT = 2  # GNU patch's default; more than that ignores most of a 3-line context
 
@@ -78,9 +84,16 @@ class HunkDrift:
         if self.state is State.MISSING_FILE:
             return f"{where}: {self.path} is not in the wheel{'; ' + self.note if self.note else ''}"
         if self.state in (State.FUZZY, State.CONFLICT) and self.mismatch:
-            text = f"{where} {'applies only with fuzz ' + str(self.fuzz) + ' at line ' + str(self.line) if self.state is State.FUZZY else 'does not apply'}: {_differs(self.mismatch)}"
+            how = (
+                f"applies only with fuzz {self.fuzz} at line {self.line}"
+                if self.state is State.FUZZY
+                else "does not apply"
+            )
+            text = f"{where} {how}: {_differs(self.mismatch)}"
             if self.moved_to is not None:
-                text += f"; that line is now at line {self.moved_to}" + (f" ({self.occurrences} occurrences)" if self.occurrences > 1 else "")
+                text += f"; that line is now at line {self.moved_to}" + (
+                    f" ({self.occurrences} occurrences)" if self.occurrences > 1 else ""
+                )
             elif self.state is State.CONFLICT and (self.mismatch.expected or "").strip():
                 text += "; it is nowhere else with its neighbours from the hunk"
             return text + (f"; {self.note}" if self.note else "")
@@ -119,7 +132,9 @@ class PatchDrift:
     def reason(self) -> str:
         parts = [h.describe() for h in self.hunks if not h.state.clean]
         if self.state is State.OBSOLETE:
-            parts.insert(0, f"Applied-Upstream: {self.patch.fields.get('Applied-Upstream', '')}: drop the patch")
+            parts.insert(
+                0, f"Applied-Upstream: {self.patch.fields.get('Applied-Upstream', '')}: drop the patch"
+            )
         if self.state is State.OFFSET and not parts:
             parts = [h.describe() for h in self.hunks if h.state is State.OFFSET]
         return "; ".join(parts)
@@ -131,7 +146,9 @@ class PatchDrift:
 Read = Callable[[str], "bytes | None"]
 
 
-def drift_series(series: Series, read: Read, names: Sequence[str], dist: str, version: str) -> list[PatchDrift]:
+def drift_series(
+    series: Series, read: Read, names: Sequence[str], dist: str, version: str
+) -> list[PatchDrift]:
     """Classify every hunk of the series on a release whose files `read` returns (None: absent).
 
     Patches see what the earlier patches made of a file; hunks that do not apply are left out of it.
@@ -156,11 +173,19 @@ def drift_series(series: Series, read: Read, names: Sequence[str], dist: str, ve
             if fp.source and fp.source != fp.path:
                 current[fp.source] = None
             current[fp.path] = after
-            images.append(FileImage(fp, None if before is None else tuple(before), None if after is None else tuple(after)))
+            images.append(
+                FileImage(
+                    fp, None if before is None else tuple(before), None if after is None else tuple(after)
+                )
+            )
         applied_upstream = applied_upstream_release(patch, dist)
         obsolete = applied_upstream is not None and Version(version) >= applied_upstream
         state = State.OBSOLETE if obsolete else patch_state(hunks)
-        results.append(PatchDrift(patch, state, tuple(hunks), str(applied_upstream) if applied_upstream else None, tuple(images)))
+        results.append(
+            PatchDrift(
+                patch, state, tuple(hunks), str(applied_upstream) if applied_upstream else None, tuple(images)
+            )
+        )
     return results
 
 
@@ -174,7 +199,9 @@ def patch_state(hunks: Sequence[HunkDrift]) -> State:
     return State.OFFSET if State.OFFSET in states else State.EXACT
 
 
-_APPLIED = re.compile(r"^\s*(?:(?P<name>[A-Za-z][A-Za-z0-9._-]*?)(?:\s+|\s*[=@]+\s*|-)v?)?v?(?P<version>\d[0-9A-Za-z.+!-]*)")
+_APPLIED = re.compile(
+    r"^\s*(?:(?P<name>[A-Za-z][A-Za-z0-9._-]*?)(?:\s+|\s*[=@]+\s*|-)v?)?v?(?P<version>\d[0-9A-Za-z.+!-]*)"
+)
 
 
 def applied_upstream_release(patch: Patch, dist: str) -> Version | None:
@@ -192,14 +219,18 @@ def applied_upstream_release(patch: Patch, dist: str) -> Version | None:
         return None
 
 
-def _drift_file(fp: FilePatch, lines: list[str] | None, names: Sequence[str]) -> tuple[list[str] | None, list[HunkDrift]]:
+def _drift_file(
+    fp: FilePatch, lines: list[str] | None, names: Sequence[str]
+) -> tuple[list[str] | None, list[HunkDrift]]:
     """(the file after the hunks that apply, each hunk's drift)."""
     if fp.source is None:
         return _drift_new_file(fp, lines)
     if lines is None:
         state = State.UPSTREAM if fp.target is None else State.MISSING_FILE
         note = "" if fp.target is None else _same_name(fp.source, names)
-        return None, [HunkDrift(fp.path, i, h.header, state, note=note) for i, h in enumerate(fp.hunks, start=1)]
+        return None, [
+            HunkDrift(fp.path, i, h.header, state, note=note) for i, h in enumerate(fp.hunks, start=1)
+        ]
     out: list[str] = []
     cursor = delta = 0
     found = []
@@ -216,7 +247,7 @@ def _drift_file(fp: FilePatch, lines: list[str] | None, names: Sequence[str]) ->
             lead = min(placement.fuzz, hunk.leading_context)
             trail = min(placement.fuzz, hunk.trailing_context)
             start = placement.index + lead
-            out += lines[cursor:start] + list(hunk.after[lead: len(hunk.after) - trail])
+            out += lines[cursor:start] + list(hunk.after[lead : len(hunk.after) - trail])
             end = start + len(hunk.before) - lead - trail
             delta = placement.offset
         cursor = end
@@ -224,7 +255,9 @@ def _drift_file(fp: FilePatch, lines: list[str] | None, names: Sequence[str]) ->
     return (None if fp.target is None and not out else out), found
 
 
-def _drift_hunk(path: str, number: int, hunk: Hunk, lines: list[str], cursor: int, delta: int) -> tuple[HunkDrift, Placement | None]:
+def _drift_hunk(
+    path: str, number: int, hunk: Hunk, lines: list[str], cursor: int, delta: int
+) -> tuple[HunkDrift, Placement | None]:
     here = locate(lines, hunk, lower=cursor, delta=delta)
     if here is not None:
         state = State.EXACT if here.offset == 0 else State.OFFSET
@@ -235,11 +268,21 @@ def _drift_hunk(path: str, number: int, hunk: Hunk, lines: list[str], cursor: in
     fuzzy = locate(lines, hunk, lower=cursor, delta=delta, max_fuzz=FUZZ_LIMIT)
     if fuzzy is not None:
         mismatch = first_mismatch(lines, hunk, fuzzy.offset)
-        return HunkDrift(path, number, hunk.header, State.FUZZY, fuzzy.offset, fuzzy.fuzz, fuzzy.index + 1, mismatch), fuzzy
+        return HunkDrift(
+            path, number, hunk.header, State.FUZZY, fuzzy.offset, fuzzy.fuzz, fuzzy.index + 1, mismatch
+        ), fuzzy
     mismatch = first_mismatch(lines, hunk, delta)
     moved_to, occurrences = _moved(lines, hunk, mismatch, delta)
-    drift = HunkDrift(path, number, hunk.header, State.CONFLICT, mismatch=mismatch, moved_to=moved_to,
-                      occurrences=occurrences, note=_changed_line(lines, hunk))
+    drift = HunkDrift(
+        path,
+        number,
+        hunk.header,
+        State.CONFLICT,
+        mismatch=mismatch,
+        moved_to=moved_to,
+        occurrences=occurrences,
+        note=_changed_line(lines, hunk),
+    )
     return drift, None
 
 
@@ -268,13 +311,18 @@ def _neighbour_matches(lines: Sequence[str], n: int, before: Sequence[str], i: i
     if len(before) == 1:
         return True
     previous = i > 0 and n > 0 and lines[n - 1] == before[i - 1] and bool(before[i - 1].strip())
-    following = i + 1 < len(before) and n + 1 < len(lines) and lines[n + 1] == before[i + 1] and bool(before[i + 1].strip())
+    following = (
+        i + 1 < len(before)
+        and n + 1 < len(lines)
+        and lines[n + 1] == before[i + 1]
+        and bool(before[i + 1].strip())
+    )
     return previous or following
 
 
 def _changed_line(lines: Sequence[str], hunk: Hunk) -> str:
     """Where the first line the hunk removes or replaces is now: the line that matters most."""
-    removed = hunk.before[hunk.leading_context: len(hunk.before) - hunk.trailing_context]
+    removed = hunk.before[hunk.leading_context : len(hunk.before) - hunk.trailing_context]
     if not removed:
         return ""
     first = removed[0]
@@ -289,13 +337,27 @@ def _changed_line(lines: Sequence[str], hunk: Hunk) -> str:
 def _drift_new_file(fp: FilePatch, lines: list[str] | None) -> tuple[list[str] | None, list[HunkDrift]]:
     post = [line for hunk in fp.hunks for line in hunk.after]
     if lines is None:
-        return post, [HunkDrift(fp.path, i, h.header, State.EXACT, 0, line=1) for i, h in enumerate(fp.hunks, start=1)]
+        return post, [
+            HunkDrift(fp.path, i, h.header, State.EXACT, 0, line=1) for i, h in enumerate(fp.hunks, start=1)
+        ]
     if lines == post:
-        return lines, [HunkDrift(fp.path, i, h.header, State.UPSTREAM, 0, line=1) for i, h in enumerate(fp.hunks, start=1)]
-    differ = next((i for i, (a, b) in enumerate(zip(post, lines)) if a != b), min(len(post), len(lines)))
-    mismatch = Mismatch(differ + 1, post[differ] if differ < len(post) else None, lines[differ] if differ < len(lines) else None)
+        return lines, [
+            HunkDrift(fp.path, i, h.header, State.UPSTREAM, 0, line=1)
+            for i, h in enumerate(fp.hunks, start=1)
+        ]
+    differ = next(
+        (i for i, (a, b) in enumerate(zip(post, lines, strict=False)) if a != b), min(len(post), len(lines))
+    )
+    mismatch = Mismatch(
+        differ + 1,
+        post[differ] if differ < len(post) else None,
+        lines[differ] if differ < len(lines) else None,
+    )
     note = "the patch creates this file, and upstream now ships a different one"
-    return lines, [HunkDrift(fp.path, i, h.header, State.CONFLICT, mismatch=mismatch, note=note) for i, h in enumerate(fp.hunks, start=1)]
+    return lines, [
+        HunkDrift(fp.path, i, h.header, State.CONFLICT, mismatch=mismatch, note=note)
+        for i, h in enumerate(fp.hunks, start=1)
+    ]
 
 
 def _same_name(path: str, names: Sequence[str]) -> str:
@@ -304,113 +366,6 @@ def _same_name(path: str, names: Sequence[str]) -> str:
     if not others:
         return "no file of that name is left in the wheel"
     return f"upstream moved it? a file of that name is at {', '.join(others[:3])}"
-
-
-# --- every series on every release it is asked about -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One series (by its pinned release) on one release of its distribution."""
-
-    series: Target
-    release: ReleaseWheel
-    patches: tuple[PatchDrift, ...]
-
-    @property
-    def clean(self) -> bool:
-        return all(p.state.clean for p in self.patches)
-
-
-@dataclass
-class Matrix:
-    cells: list[Cell]
-    series: dict[Target, Series]
-    skipped: dict[Target, str] = field(default_factory=dict)  # releases pip could not provide, and why
-
-    @property
-    def exit_code(self) -> int:
-        """0 when the build would apply every series everywhere it was asked about; 1 otherwise."""
-        return 0 if all(c.clean for c in self.cells) and not self.skipped else 1
-
-
-def plan_releases(against: Sequence[str], series: Sequence[Target], versions: Callable[[str], Sequence[Version]]) -> dict[Target, list[str]]:
-    """For each series, the releases to check: pinned, latest, all (newer than its pin), VERSION, DIST==VERSION."""
-    dists = sorted({t.dist for t in series})
-    wanted: dict[Target, set[str]] = {t: set() for t in series}
-    for token in against:
-        for target in series:
-            if token == "pinned":
-                wanted[target].add(target.version)
-            elif token == "latest" and versions(target.dist):
-                wanted[target].add(str(max(versions(target.dist))))
-            elif token == "all":
-                wanted[target] |= {str(v) for v in versions(target.dist) if v > Version(target.version)}
-        if token in ("pinned", "latest", "all"):
-            continue
-        dist, sep, version = token.rpartition("==")
-        dist = canonicalize_name(dist) if sep else (dists[0] if len(dists) == 1 else "")
-        if not dist or dist not in dists:
-            msg = (
-                f"--against {token}: say which distribution: --dist NAME, or DIST==VERSION "
-                f"(series exist for {', '.join(dists) or 'nothing: is --patches-dir right?'})"
-            )
-            raise ConfigError(msg)
-        try:
-            version = str(Version(version))
-        except InvalidVersion as exc:
-            msg = f"--against {token}: {version!r} is not a PEP 440 version, nor pinned, latest or all"
-            raise ConfigError(msg) from exc
-        for target in series:
-            if target.dist == dist:
-                wanted[target].add(version)
-    return {t: sorted(v, key=Version) for t, v in wanted.items()}
-
-
-def run_drift(plan: dict[Target, list[str]], patches_dir: Path, source: fetch.Source, log: Callable[[str], None]) -> Matrix:
-    """Fetch each release once, read only the members the series touch, and classify every series on it."""
-    matrix = Matrix([], {t: read_series(patches_dir / t.dist / t.version) for t in plan})
-    with ExitStack() as stack:
-        opened: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
-        for target, versions in plan.items():
-            for version in versions:
-                release = Target(target.dist, version)
-                if release not in opened:
-                    opened[release] = _open_release(patches_dir, release, source, stack, matrix, log)
-                found = opened[release]
-                if found is None:
-                    continue
-                wheel, files = found
-                patches = drift_series(matrix.series[target], files.read, files.names, target.dist, version)
-                matrix.cells.append(Cell(target, wheel, tuple(patches)))
-    return matrix
-
-
-class ReleaseFiles:
-    """The members of one release wheel, decompressed only when a series asks for them, once."""
-
-    def __init__(self, reader: WheelReader) -> None:
-        self.reader = reader
-        self.names = sorted(reader.infos)
-        self._read: dict[str, bytes | None] = {}
-
-    def read(self, path: str) -> bytes | None:
-        if path not in self._read:
-            self._read[path] = self.reader.read(path) if path in self.reader.infos else None
-        return self._read[path]
-
-
-def _open_release(patches_dir: Path, release: Target, source: fetch.Source, stack: ExitStack, matrix: Matrix,
-                  log: Callable[[str], None]) -> tuple[ReleaseWheel, ReleaseFiles] | None:
-    try:
-        wheel = releases.release_wheel(patches_dir, release, source)
-    except FetchError as exc:
-        log(f"warning: {release}: skipped: {exc}")
-        matrix.skipped[release] = str(exc)
-        return None
-    trust = "pinned in upstream.toml" if wheel.pinned else "unpinned: as the index served it"
-    log(f"{release}: {wheel.filename} sha256 {wheel.sha256} ({trust})")
-    return wheel, ReleaseFiles(stack.enter_context(WheelReader(wheel.path)))
 
 
 # --- the commands ----------------------------------------------------------------------------------
@@ -422,7 +377,8 @@ def cmd_drift(ctx: Any) -> int:
     if ctx.args.dist:
         targets = [t for t in targets if t.dist == canonicalize_name(ctx.args.dist)]
     if not targets:
-        msg = f"{ctx.patches_dir}: no series{' of ' + ctx.args.dist if ctx.args.dist else ''} (no */*/upstream.toml)"
+        of = f" of {ctx.args.dist}" if ctx.args.dist else ""
+        msg = f"{ctx.patches_dir}: no series{of} (no */*/upstream.toml); check --patches-dir and --dist"
         raise ConfigError(msg)
     known: dict[str, list[Version]] = {}
 
@@ -431,9 +387,11 @@ def cmd_drift(ctx: Any) -> int:
             known[dist] = releases.index_versions(dist, ctx.source, ctx.patches_dir)
         return known[dist]
 
-    from . import report  # it renders this module's values
+    from . import matrix as drift_matrix  # they build on this module's values
+    from . import report
 
-    matrix = run_drift(plan_releases(ctx.args.against, targets, versions), ctx.patches_dir, ctx.source, ctx.log)
+    plan = drift_matrix.plan_releases(ctx.args.against, targets, versions)
+    matrix = drift_matrix.run_drift(plan, ctx.patches_dir, ctx.source, ctx.log)
     if ctx.args.markdown:
         Path(ctx.args.markdown).write_text(report.markdown(matrix))
     ctx.emit(report.document(matrix), report.table(matrix))

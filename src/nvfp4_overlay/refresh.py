@@ -17,14 +17,15 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from . import releases
 from .archive import WheelReader
-from .drift import BROKEN, Cell, Matrix, PatchDrift, ReleaseFiles, State, drift_series
+from .drift import BROKEN, PatchDrift, State, drift_series
 from .errors import ConfigError, PatchError
-from .manifest import Target, load_upstream
+from .manifest import Target, UpstreamWheel, load_upstream
+from .matrix import Cell, Matrix, ReleaseFiles
 from .patching import Series, apply_series, decode, read_series, split_lines
 from .releases import ReleaseWheel
 
@@ -44,16 +45,23 @@ class Refused(PatchError):
     """Some hunk needs a person: the series is not written (exit 1)."""
 
 
-def port_series(series: Series, drifts: Sequence[PatchDrift], version: str, *, drop_upstream: bool, today: date) -> Ported:
+def port_series(
+    series: Series, drifts: Sequence[PatchDrift], version: str, *, drop_upstream: bool, today: date
+) -> Ported:
     """Regenerate every patch on the release, or refuse with every reason at once. Pure: no I/O."""
     problems = []
     for drift in drifts:
         if drift.state in BROKEN:
             problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
         elif drift.state in (State.UPSTREAM, State.PARTLY_UPSTREAM, State.OBSOLETE) and not drop_upstream:
-            problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it")
+            problems.append(
+                f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
+            )
     if problems:
-        msg = "refresh refused, nothing written (a fuzzy or conflicting hunk needs a person):\n  " + "\n  ".join(problems)
+        msg = (
+            "refresh refused, nothing written (a fuzzy or conflicting hunk needs a person):\n  "
+            + "\n  ".join(problems)
+        )
         raise Refused(msg)
     patches: list[tuple[str, str]] = []
     dropped = []
@@ -61,13 +69,22 @@ def port_series(series: Series, drifts: Sequence[PatchDrift], version: str, *, d
         upstream_hunks = [h for h in drift.hunks if h.state is State.UPSTREAM]
         body = "" if drift.state is State.OBSOLETE else _diff(drift)
         if not body:
-            why = f"Applied-Upstream {drift.applied_upstream}" if drift.state is State.OBSOLETE else "every hunk is upstream"
+            why = (
+                f"Applied-Upstream {drift.applied_upstream}"
+                if drift.state is State.OBSOLETE
+                else "every hunk is upstream"
+            )
             dropped.append(f"{drift.name}: dropped, {why} in {version}")
             continue
-        dropped += [f"{drift.name}: {h.path} hunk {h.number} ({h.header}) dropped, already upstream in {version}" for h in upstream_hunks]
+        dropped += [
+            f"{drift.name}: {h.path} hunk {h.number} ({h.header}) dropped, already upstream in {version}"
+            for h in upstream_hunks
+        ]
         patches.append((drift.name, _header(decode(drift.patch.path.read_bytes()), today) + body))
     if not patches:
-        msg = f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})"
+        msg = (
+            f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})"
+        )
         raise Refused(msg)
     return Ported(tuple(patches), tuple(dropped))
 
@@ -81,7 +98,9 @@ def _header(text: str, today: date) -> str:
         kept.append(line)
     header = "".join(kept).rstrip("\n")
     stamp = f"Last-Update: {today.isoformat()}"
-    header = _LAST_UPDATE.sub(stamp, header) if _LAST_UPDATE.search(header) else f"{header}\n{stamp}".lstrip("\n")
+    header = (
+        _LAST_UPDATE.sub(stamp, header) if _LAST_UPDATE.search(header) else f"{header}\n{stamp}".lstrip("\n")
+    )
     return header + "\n\n"
 
 
@@ -103,7 +122,9 @@ def _diff(drift: PatchDrift) -> str:
 def series_text(old: Series, ported: Ported, source: Target, today: date) -> str:
     """The old series file in its order and with its comments, less the dropped patches."""
     kept = {name for name, _ in ported.patches}
-    lines = [f"# refreshed from {source.dist} {source.version} by 'nvfp4-overlay refresh' on {today.isoformat()}\n"]
+    lines = [
+        f"# refreshed from {source.dist} {source.version} by 'nvfp4-overlay refresh' on {today.isoformat()}\n"
+    ]
     for line in split_lines(decode((old.directory / "series").read_bytes())):
         entry = line.split("#", 1)[0].strip()
         name = entry.split()[0] if entry else ""
@@ -112,10 +133,14 @@ def series_text(old: Series, ported: Ported, source: Target, today: date) -> str
 
 
 def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
-    rows = [f'\n[[wheel]]\nfilename = "{w.filename}"\nsha256 = "{w.sha256}"\n' for w in sorted(wheels, key=lambda w: w.filename)]
+    rows = [
+        f'\n[[wheel]]\nfilename = "{w.filename}"\nsha256 = "{w.sha256}"\n'
+        for w in sorted(wheels, key=lambda w: w.filename)
+    ]
     return (
         "# The upstream wheels this series applies to; every file is checked against its sha256.\n"
-        f"# Written by '{command}': the sha256 are those the index served, check them before you trust them.\n"
+        f"# Written by '{command}'.\n"
+        "# The sha256 are those the index served (pip checked them): check them before you trust them.\n"
         "revision = 1  # the local version becomes +nvfp4.<revision>; bump it whenever the series changes\n"
         + "".join(rows)
     )
@@ -130,18 +155,31 @@ def cmd_refresh(ctx: Any) -> int:
     old = load_upstream(ctx.patches_dir, source)
     series = read_series(old.directory)
     dest = ctx.patches_dir / dist / target.version
-    overlay_from, overlay_to = ctx.overlay_dir / dist / source.version, ctx.overlay_dir / dist / target.version
+    overlay_from, overlay_to = (
+        ctx.overlay_dir / dist / source.version,
+        ctx.overlay_dir / dist / target.version,
+    )
     for path in (dest, overlay_to if overlay_from.is_dir() else None):
         if path is not None and path.exists():
-            msg = f"{path}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+            msg = (
+                f"{path}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+            )
             raise ConfigError(msg)
     wheels = releases.release_wheels(target, [w.filename for w in old.wheels], ctx.source)
     for w in wheels:
-        ctx.log(f"{target}: {w.filename} sha256 {w.sha256} ({'pinned' if w.pinned else 'unpinned: as the index served it'})")
+        ctx.log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
+    if all(_pure(w) for w in old.wheels) and not all(_pure(w) for w in wheels):
+        ctx.log(
+            f"warning: {source} ships one pure wheel, {target} platform wheels: only {len(wheels)} of them "
+            f"were "
+            f"fetched; ask for the others with --python-version/--platform, or add them to upstream.toml"
+        )
     drifts, matrix = _drift_everywhere(series, source, target, wheels)
     today = datetime.now(timezone.utc).date()
     try:
-        ported = port_series(series, drifts, target.version, drop_upstream=ctx.args.drop_upstream, today=today)
+        ported = port_series(
+            series, drifts, target.version, drop_upstream=ctx.args.drop_upstream, today=today
+        )
     except Refused as exc:
         from . import report
 
@@ -149,18 +187,34 @@ def cmd_refresh(ctx: Any) -> int:
         ctx.log(f"error: {exc}")
         return exc.exit_code
     command = f"nvfp4-overlay refresh {dist} {source.version} {target.version}"
-    write_series(dest, ported, series_text(series, ported, source, today), upstream_text(wheels, command), wheels,
-                 overlay_from if overlay_from.is_dir() else None, overlay_to)
+    write_series(
+        dest,
+        ported,
+        series_text(series, ported, source, today),
+        upstream_text(wheels, command),
+        wheels,
+        overlay_from if overlay_from.is_dir() else None,
+        overlay_to,
+    )
     load_upstream(ctx.patches_dir, target)  # the file it wrote reads back
     for line in ported.dropped:
         ctx.log(f"note: {line}")
-    document = {"written": str(dest), "patches": [n for n, _ in ported.patches], "dropped": list(ported.dropped),
-                "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in wheels],
-                "overlay": str(overlay_to) if overlay_from.is_dir() else None}
+    document = {
+        "written": str(dest),
+        "patches": [n for n, _ in ported.patches],
+        "dropped": list(ported.dropped),
+        "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in wheels],
+        "overlay": str(overlay_to) if overlay_from.is_dir() else None,
+    }
     human = f"wrote {dest}: {len(ported.patches)} patches, {len(wheels)} wheels" + (
-        f"; copied {overlay_from} to {overlay_to}" if overlay_from.is_dir() else "")
+        f"; copied {overlay_from} to {overlay_to}" if overlay_from.is_dir() else ""
+    )
     ctx.emit(document, human)
     return 0
+
+
+def _pure(wheel: UpstreamWheel | ReleaseWheel) -> bool:
+    return all(tag.platform == "any" for tag in parse_wheel_filename(wheel.filename)[3])
 
 
 def _version(text: str) -> str:
@@ -171,14 +225,16 @@ def _version(text: str) -> str:
         raise ConfigError(msg) from exc
 
 
-def _drift_everywhere(series: Series, source: Target, target: Target, wheels: Sequence[ReleaseWheel]) -> tuple[list[PatchDrift], Matrix]:
+def _drift_everywhere(
+    series: Series, source: Target, target: Target, wheels: Sequence[ReleaseWheel]
+) -> tuple[list[PatchDrift], Matrix]:
     """Drift on every wheel of the release; the files a series touches must be the same in all of them."""
     results: list[list[PatchDrift]] = []
     for wheel in wheels:
         with WheelReader(wheel.path) as reader:
             files = ReleaseFiles(reader)
             results.append(drift_series(series, files.read, files.names, target.dist, target.version))
-    for wheel, other in zip(wheels[1:], results[1:]):
+    for wheel, other in zip(wheels[1:], results[1:], strict=True):
         if [p.images for p in other] != [p.images for p in results[0]]:
             msg = (
                 f"{wheel.filename}: the files the series touches differ from those in {wheels[0].filename}; "
@@ -188,8 +244,15 @@ def _drift_everywhere(series: Series, source: Target, target: Target, wheels: Se
     return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})
 
 
-def write_series(dest: Path, ported: Ported, series: str, upstream: str, wheels: Sequence[ReleaseWheel],
-                 overlay_from: Path | None, overlay_to: Path) -> None:
+def write_series(
+    dest: Path,
+    ported: Ported,
+    series: str,
+    upstream: str,
+    wheels: Sequence[ReleaseWheel],
+    overlay_from: Path | None,
+    overlay_to: Path,
+) -> None:
     """Write the series (and the overlay copy) under temporary names, check it, then rename it into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".refresh-{dest.name}-"))
@@ -203,10 +266,16 @@ def write_series(dest: Path, ported: Ported, series: str, upstream: str, wheels:
         _check_exact(read_series(temp), wheels)
         if overlay_from is not None:
             overlay_to.parent.mkdir(parents=True, exist_ok=True)
-            overlay_temp = Path(tempfile.mkdtemp(dir=overlay_to.parent, prefix=f".refresh-{overlay_to.name}-"))
+            overlay_temp = Path(
+                tempfile.mkdtemp(dir=overlay_to.parent, prefix=f".refresh-{overlay_to.name}-")
+            )
             overlay_temp.chmod(0o755)
-            shutil.copytree(overlay_from, overlay_temp, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                overlay_from,
+                overlay_temp,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         os.rename(temp, dest)
         if overlay_temp is not None:
             try:
@@ -227,5 +296,7 @@ def _check_exact(series: Series, wheels: Sequence[ReleaseWheel]) -> None:
             applied = apply_series(series, lambda p: reader.read(p) if p in reader.infos else None)
         moved = [h for h in applied.hunks if h.placement.offset or h.placement.fuzz]
         if moved:
-            msg = f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); this is a bug in refresh"
+            msg = (
+                f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); a bug in refresh"
+            )
             raise PatchError(msg)

@@ -83,15 +83,21 @@ def release_wheel(patches_dir: Path, target: Target, source: fetch.Source) -> Re
     if (patches_dir / target.dist / target.version / "upstream.toml").is_file():
         upstream = load_upstream(patches_dir, target)
         pin = _fitting(upstream, source) or upstream.wheels[0]
-        return ReleaseWheel(target, pin.filename, pin.sha256, fetch.upstream_wheel(upstream, pin, source), True)
-    local = [(path, version) for path, version, _ in _local_wheels(target.dist, source) if version == Version(target.version)]
+        return ReleaseWheel(
+            target, pin.filename, pin.sha256, fetch.upstream_wheel(upstream, pin, source), True
+        )
+    local = [
+        (path, version)
+        for path, version, _ in _local_wheels(target.dist, source)
+        if version == Version(target.version)
+    ]
     if local:
         stand_in = _stand_in(target, [p.name for p, _ in local], source)
         chosen = _fitting(stand_in, source) or stand_in.wheels[0]
         path = next(p for p, _ in local if p.name == chosen.filename)
         return _seen(target, path, source)
     if source.offline:
-        msg = f"{target}: no wheel in the wheelhouse or the cache {source.wheels_dir}, and --offline forbids pip"
+        msg = f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip)"
         raise FetchError(msg)
     return _seen(target, _pip_download(target, source, [])[0], source)
 
@@ -108,12 +114,16 @@ def release_wheels(target: Target, like: Sequence[str], source: fetch.Source) ->
     in_wheelhouse = [p for p, where in local if where == "wheelhouse"]
     found = {p.name: p for p in in_wheelhouse} or {p.name: p for p, _ in local}
     if not source.offline and not in_wheelhouse:
-        for old in like:
-            if _renamed(old, target.version) not in found:
-                for path in _pip_download(target, source, fetch._tag_args(old)):  # build's tag options
-                    found[path.name] = path
+        asks = [
+            fetch._tag_args(old) for old in like if _renamed(old, target.version) not in found
+        ]  # build's options
+        python = ["--python-version", source.python_version] if source.python_version else []
+        asks += [[*python, "--platform", platform] for platform in source.platforms]
+        for ask in asks:
+            for path in _pip_download(target, source, ask):
+                found[path.name] = path
     if not found:
-        msg = f"{target}: no wheel in the wheelhouse or the cache {source.wheels_dir}, and --offline forbids pip"
+        msg = f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip)"
         raise FetchError(msg)
     return [_seen(target, found[name], source) for name in sorted(found)]
 
@@ -157,8 +167,19 @@ def _local_wheels(dist: str, source: fetch.Source) -> list[tuple[Path, Version, 
 def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str]) -> list[Path]:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-deps",
-                   "--only-binary=:all:", "--dest", tmp, *tag_args, f"{target.dist}=={target.version}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--dest",
+            tmp,
+            *tag_args,
+            f"{target.dist}=={target.version}",
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         got = sorted(Path(tmp).glob("*.whl"))
         if not got:

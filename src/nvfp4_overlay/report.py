@@ -8,8 +8,9 @@ from typing import Any
 
 from packaging.version import Version
 
-from .drift import BROKEN, Cell, HunkDrift, Matrix, PatchDrift, State
+from .drift import BROKEN, HunkDrift, PatchDrift, State
 from .manifest import Target
+from .matrix import Cell, Matrix
 
 LEGEND = (
     "exact: applies at its line; offset: exact context, moved; upstream: already in the release; "
@@ -38,24 +39,29 @@ def _layout(matrix: Matrix) -> dict[str, tuple[list[str], list[Row], dict[tuple[
     return out
 
 
-def _spans(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> Iterator[tuple[State, str, str]]:
-    """Runs of consecutive releases in one state: (state, first release, last release)."""
-    run: list[Any] = []
+Span = tuple[State, str, str]  # a state, and the first and last release of a run in it
+
+
+def _spans(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> Iterator[Span]:
+    """Runs of consecutive releases in one state."""
+    run: Span | None = None
     for version in columns:
         patch = cells.get((row, version))
         if patch is None:
             continue
         if run and run[0] is patch.state:
-            run[2] = version
+            run = (run[0], run[1], version)
         else:
             if run:
-                yield tuple(run)  # type: ignore[misc]
-            run = [patch.state, version, version]
+                yield run
+            run = (patch.state, version, version)
     if run:
-        yield tuple(run)  # type: ignore[misc]
+        yield run
 
 
-def _first_trouble(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> tuple[str, PatchDrift] | None:
+def _first_trouble(
+    row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]
+) -> tuple[str, PatchDrift] | None:
     for version in columns:
         patch = cells.get((row, version))
         if patch is not None and not patch.state.clean:
@@ -79,13 +85,16 @@ def table(matrix: Matrix, width: int | None = None) -> str:
         cell_width = max([len(c) for c in columns] + [len("partly-upstream")]) + 2
         per_block = max(1, (width - label - 2) // cell_width)
         for start in range(0, max(len(columns), 1), per_block):
-            block = columns[start:start + per_block]
+            block = columns[start : start + per_block]
             lines.append(f"{dist:<{label}}  " + "".join(f"{c:<{cell_width}}" for c in block).rstrip())
             for row in rows:
                 if not any((row, c) in cells for c in block):
                     continue  # a series with nothing to show in these releases
                 texts = [_cell_text(cells.get((row, c))) for c in block]
-                lines.append(f"{row[0].version + '  ' + row[1]:<{label}}  " + "".join(f"{t:<{cell_width}}" for t in texts).rstrip())
+                lines.append(
+                    f"{row[0].version + '  ' + row[1]:<{label}}  "
+                    + "".join(f"{t:<{cell_width}}" for t in texts).rstrip()
+                )
             lines.append("")
         lines += _attention(rows, columns, cells)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
@@ -99,7 +108,9 @@ def _cell_text(patch: PatchDrift | None) -> str:
     return patch.state.value.upper() if patch.state in BROKEN else patch.state.value
 
 
-def _attention(rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]) -> list[str]:
+def _attention(
+    rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]
+) -> list[str]:
     lines = []
     for row in rows:
         trouble = _first_trouble(row, columns, cells)
@@ -112,10 +123,15 @@ def _attention(rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Ro
 
 
 def _verdict(matrix: Matrix) -> str:
-    bad = sum(1 for c in matrix.cells for p in c.patches if not p.state.clean)
+    pairs = [p for c in matrix.cells for p in c.patches]
+    bad = sum(1 for p in pairs if not p.state.clean)
+    releases = len({c.release.target for c in matrix.cells})
+    checked = f"{len(pairs)} (patch, release) pairs: {len(matrix.series)} series on {releases} releases"
     if matrix.exit_code == 0:
-        return f"every patch applies exactly or at an offset ({len(matrix.cells)} series-release pairs)"
-    return f"{bad} patch-release pairs need a person ({len(matrix.cells)} series-release pairs checked)"
+        return f"every patch applies exactly or at an offset ({checked})"
+    return f"{bad} of {checked} need a person" + (
+        f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
+    )
 
 
 # --- Markdown --------------------------------------------------------------------------------------
@@ -124,8 +140,12 @@ def _verdict(matrix: Matrix) -> str:
 def markdown(matrix: Matrix) -> str:
     lines = ["## Drift of the patch series against upstream releases", "", f"_{LEGEND}._", ""]
     for dist, (columns, rows, cells) in _layout(matrix).items():
-        lines += [f"### {dist}", "", "| series | patch | " + " | ".join(columns) + " |",
-                  "| --- | --- |" + " --- |" * len(columns)]
+        lines += [
+            f"### {dist}",
+            "",
+            "| series | patch | " + " | ".join(columns) + " |",
+            "| --- | --- |" + " --- |" * len(columns),
+        ]
         for row in rows:
             texts = [_md_cell(cells.get((row, c))) for c in columns]
             lines.append(f"| {row[0].version} | `{row[1]}` | " + " | ".join(texts) + " |")
@@ -134,12 +154,23 @@ def markdown(matrix: Matrix) -> str:
             trouble = _first_trouble(row, columns, cells)
             if trouble:
                 version, patch = trouble
-                lines.append(f"- {row[0].version} `{row[1]}`: {_span_text(list(_spans(row, columns, cells)))}. "
-                             f"First needs a person at **{version}** ({patch.state.value}): {_md_escape(patch.reason())}")
+                lines.append(
+                    f"- {row[0].version} `{row[1]}`: {_span_text(list(_spans(row, columns, cells)))}. "
+                    f"First needs a person at **{version}** ({patch.state.value}): "
+                    f"{_md_escape(patch.reason())}"
+                )
         lines.append("")
     wheels = _wheels(matrix)
-    lines += ["<details><summary>Wheels read</summary>", "", "| wheel | sha256 | trust |", "| --- | --- | --- |"]
-    lines += [f"| {w['filename']} | `{w['sha256']}` | {'pinned' if w['pinned'] else 'index (unpinned)'} |" for w in wheels]
+    lines += [
+        "<details><summary>Wheels read</summary>",
+        "",
+        "| wheel | sha256 | trust |",
+        "| --- | --- | --- |",
+    ]
+    lines += [
+        f"| {w['filename']} | `{w['sha256']}` | {'pinned' if w['pinned'] else 'index (unpinned)'} |"
+        for w in wheels
+    ]
     lines += ["", "</details>", ""]
     lines += [f"- skipped {t}: {_md_escape(why.splitlines()[0])}" for t, why in matrix.skipped.items()]
     lines += ["", f"**{_verdict(matrix)}**", ""]
@@ -172,7 +203,13 @@ def document(matrix: Matrix) -> dict[str, Any]:
 def _wheels(matrix: Matrix) -> list[dict[str, Any]]:
     seen = {c.release.filename: c.release for c in matrix.cells}
     return [
-        {"dist": w.target.dist, "version": w.target.version, "filename": w.filename, "sha256": w.sha256, "pinned": w.pinned}
+        {
+            "dist": w.target.dist,
+            "version": w.target.version,
+            "filename": w.filename,
+            "sha256": w.sha256,
+            "pinned": w.pinned,
+        }
         for w in sorted(seen.values(), key=lambda w: (w.target.dist, Version(w.target.version), w.filename))
     ]
 
@@ -185,8 +222,13 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
         "wheel": cell.release.filename,
         "state": max((p.state for p in cell.patches), key=lambda s: s.rank, default=State.EXACT).value,
         "patches": [
-            {"patch": p.name, "state": p.state.value, "applied_upstream": p.applied_upstream, "reason": p.reason(),
-             "hunks": [hunk_json(h) for h in p.hunks]}
+            {
+                "patch": p.name,
+                "state": p.state.value,
+                "applied_upstream": p.applied_upstream,
+                "reason": p.reason(),
+                "hunks": [hunk_json(h) for h in p.hunks],
+            }
             for p in cell.patches
         ],
     }
@@ -195,8 +237,15 @@ def _cell_json(cell: Cell) -> dict[str, Any]:
 def hunk_json(h: HunkDrift) -> dict[str, Any]:
     m = h.mismatch
     return {
-        "file": h.path, "hunk": h.number, "header": h.header, "state": h.state.value, "offset": h.offset,
-        "fuzz": h.fuzz, "line": h.line,
+        "file": h.path,
+        "hunk": h.number,
+        "header": h.header,
+        "state": h.state.value,
+        "offset": h.offset,
+        "fuzz": h.fuzz,
+        "line": h.line,
         "first_difference": None if m is None else {"line": m.line, "expected": m.expected, "found": m.found},
-        "moved_to": h.moved_to, "occurrences": h.occurrences, "note": h.note,
+        "moved_to": h.moved_to,
+        "occurrences": h.occurrences,
+        "note": h.note,
     }

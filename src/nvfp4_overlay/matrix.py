@@ -1,0 +1,137 @@
+"""The drift matrix: which releases each series is checked on, each release fetched and read once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from . import fetch, releases
+from .archive import WheelReader
+from .drift import PatchDrift, drift_series
+from .errors import ConfigError, FetchError
+from .manifest import Target
+from .patching import Series, read_series
+from .releases import ReleaseWheel
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One series (by its pinned release) on one release of its distribution."""
+
+    series: Target
+    release: ReleaseWheel
+    patches: tuple[PatchDrift, ...]
+
+    @property
+    def clean(self) -> bool:
+        return all(p.state.clean for p in self.patches)
+
+
+@dataclass
+class Matrix:
+    cells: list[Cell]
+    series: dict[Target, Series]
+    skipped: dict[Target, str] = field(default_factory=dict)  # releases pip could not provide, and why
+
+    @property
+    def exit_code(self) -> int:
+        """0 when the build would apply every series everywhere it was asked about; 1 otherwise."""
+        return 0 if all(c.clean for c in self.cells) and not self.skipped else 1
+
+
+def plan_releases(
+    against: Sequence[str], series: Sequence[Target], versions: Callable[[str], Sequence[Version]]
+) -> dict[Target, list[str]]:
+    """For each series, the releases to check.
+
+    pinned: its own; latest: the newest on the index; all: every release newer than its own;
+    VERSION (with one distribution) or DIST==VERSION: that release.
+    """
+    dists = sorted({t.dist for t in series})
+    wanted: dict[Target, set[str]] = {t: set() for t in series}
+    for token in against:
+        for target in series:
+            if token == "pinned":
+                wanted[target].add(target.version)
+            elif token == "latest" and versions(target.dist):
+                wanted[target].add(str(max(versions(target.dist))))
+            elif token == "all":
+                wanted[target] |= {str(v) for v in versions(target.dist) if v > Version(target.version)}
+        if token in ("pinned", "latest", "all"):
+            continue
+        dist, sep, version = token.rpartition("==")
+        dist = canonicalize_name(dist) if sep else (dists[0] if len(dists) == 1 else "")
+        if not dist or dist not in dists:
+            msg = (
+                f"--against {token}: say which distribution: --dist NAME, or DIST==VERSION "
+                f"(series exist for {', '.join(dists) or 'nothing: is --patches-dir right?'})"
+            )
+            raise ConfigError(msg)
+        try:
+            version = str(Version(version))
+        except InvalidVersion as exc:
+            msg = f"--against {token}: {version!r} is not a PEP 440 version, nor pinned, latest or all"
+            raise ConfigError(msg) from exc
+        for target in series:
+            if target.dist == dist:
+                wanted[target].add(version)
+    return {t: sorted(v, key=Version) for t, v in wanted.items()}
+
+
+def run_drift(
+    plan: dict[Target, list[str]], patches_dir: Path, source: fetch.Source, log: Callable[[str], None]
+) -> Matrix:
+    """Fetch each release once, read only the members the series touch, and classify every series on it."""
+    matrix = Matrix([], {t: read_series(patches_dir / t.dist / t.version) for t in plan})
+    with ExitStack() as stack:
+        opened: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
+        for target, versions in plan.items():
+            for version in versions:
+                release = Target(target.dist, version)
+                if release not in opened:
+                    opened[release] = _open_release(patches_dir, release, source, stack, matrix, log)
+                found = opened[release]
+                if found is None:
+                    continue
+                wheel, files = found
+                patches = drift_series(matrix.series[target], files.read, files.names, target.dist, version)
+                matrix.cells.append(Cell(target, wheel, tuple(patches)))
+    return matrix
+
+
+class ReleaseFiles:
+    """The members of one release wheel, decompressed only when a series asks for them, once."""
+
+    def __init__(self, reader: WheelReader) -> None:
+        self.reader = reader
+        self.names = sorted(reader.infos)
+        self._read: dict[str, bytes | None] = {}
+
+    def read(self, path: str) -> bytes | None:
+        if path not in self._read:
+            self._read[path] = self.reader.read(path) if path in self.reader.infos else None
+        return self._read[path]
+
+
+def _open_release(
+    patches_dir: Path,
+    release: Target,
+    source: fetch.Source,
+    stack: ExitStack,
+    matrix: Matrix,
+    log: Callable[[str], None],
+) -> tuple[ReleaseWheel, ReleaseFiles] | None:
+    try:
+        wheel = releases.release_wheel(patches_dir, release, source)
+    except FetchError as exc:
+        log(f"warning: {release}: skipped: {exc}")
+        matrix.skipped[release] = str(exc)
+        return None
+    trust = "pinned in upstream.toml" if wheel.pinned else "unpinned: as the index served it"
+    log(f"{release}: {wheel.filename} sha256 {wheel.sha256} ({trust})")
+    return wheel, ReleaseFiles(stack.enter_context(WheelReader(wheel.path)))
