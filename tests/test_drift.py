@@ -422,43 +422,55 @@ def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
         assert "'from flashinfer import fp4_quantize', is nowhere in the file" in patch["reason"]
 
 
+REAL_PORTS = [
+    pytest.param(
+        "sglang",
+        "0.5.10.post1",
+        "0.5.11",
+        "sglang/srt/layers/quantization/modelopt_quant.py",
+        id="sglang-offset",
+    ),
+    pytest.param(
+        "flashinfer-python", "0.6.7.post2", "0.6.7.post3", "flashinfer/jit/cpp_ext.py", id="flashinfer-exact"
+    ),
+]
+
+
 @pytest.mark.upstream
-def test_real_refresh_sglang_0_5_10_post1_to_0_5_11(tmp_path: Path) -> None:
-    """0.5.10.post1's series applies to 0.5.11 at offset +2; refreshed, it is the committed 0.5.11 series."""
-    shutil.copytree(PATCHES / "sglang" / "0.5.10.post1", tmp_path / "patches" / "sglang" / "0.5.10.post1")
-    shutil.copytree(OVERLAY / "sglang" / "0.5.10.post1", tmp_path / "overlay" / "sglang" / "0.5.10.post1")
+@pytest.mark.parametrize(("dist", "old", "new", "member"), REAL_PORTS)
+def test_real_refresh_gives_the_committed_series(
+    tmp_path: Path, dist: str, old: str, new: str, member: str
+) -> None:
+    """A real series refreshed onto its neighbour (sglang: offset +2) is the series committed for it:
+    the same hunks, the same wheel pin, and a build whose patched file is byte for byte the one the
+    trace tests run on."""
+    shutil.copytree(PATCHES / dist / old, tmp_path / "patches" / dist / old)
+    shutil.copytree(OVERLAY / dist / old, tmp_path / "overlay" / dist / old)
     shutil.copy(PATCHES / "stacks.toml", tmp_path / "patches")
-    pinned = load_upstream(PATCHES, Target("sglang", "0.5.11"))
+    pinned = load_upstream(PATCHES, Target(dist, new))
     source = fetch.Source(cache_dir())
     (pin,) = fetch.select_wheels(pinned, source)
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
     shutil.copy(fetch.upstream_wheel(pinned, pin, source), wheelhouse)
-    code, _, err, _ = run("refresh", "sglang", "0.5.10.post1", "0.5.11", *real_args(tmp_path, wheelhouse))
+    code, _, err, _ = run("refresh", dist, old, new, *real_args(tmp_path, wheelhouse))
     assert code == 0, err
-    refreshed = load_upstream(tmp_path / "patches", Target("sglang", "0.5.11"))
+    refreshed = load_upstream(tmp_path / "patches", Target(dist, new))
     assert [(w.filename, w.sha256) for w in refreshed.wheels] == [(pin.filename, pin.sha256)]
-    (new,) = read_series(refreshed.directory).patches
-    (committed,) = read_series(PATCHES / "sglang" / "0.5.11").patches
-    assert [h for fp in new.files for h in fp.hunks] == [h for fp in committed.files for h in fp.hunks]
-    assert (
-        new.fields["Description"]
-        == read_series(PATCHES / "sglang" / "0.5.10.post1").patches[0].fields["Description"]
-    )
-    # It builds, and its modelopt_quant.py is byte for byte the one the trace tests run on 0.5.11.
-    code, out, err, _ = run("build", "sglang==0.5.11", *real_args(tmp_path, wheelhouse))
+    ours, theirs = read_series(refreshed.directory).patches, read_series(PATCHES / dist / new).patches
+    assert [[h for fp in p.files for h in fp.hunks] for p in ours] == [
+        [h for fp in p.files for h in fp.hunks] for p in theirs
+    ]
+    assert [p.fields.get("Description") for p in ours] == [
+        p.fields.get("Description") for p in read_series(PATCHES / dist / old).patches
+    ]
+    code, _, err, _ = run("build", f"{dist}=={new}", *real_args(tmp_path, wheelhouse))
     assert code == 0, err
     from nvfp4_overlay import api
 
-    ours = api.build_one(
-        "sglang",
-        "0.5.11",
-        patches_dir=PATCHES,
-        overlay_dir=OVERLAY,
-        dist_dir=tmp_path / "ref",
-        cache_dir=cache_dir(),
+    committed = api.build_one(
+        dist, new, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=tmp_path / "ref", cache_dir=cache_dir()
     )
-    built = next((tmp_path / "dist").glob("sglang-0.5.11+nvfp4.1-*.whl"))
-    member = "sglang/srt/layers/quantization/modelopt_quant.py"
-    with zipfile.ZipFile(built) as a, zipfile.ZipFile(ours) as b:
+    built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.1-*.whl"))
+    with zipfile.ZipFile(built) as a, zipfile.ZipFile(committed) as b:
         assert a.read(member) == b.read(member)
