@@ -1,0 +1,112 @@
+"""FlashInfer's fp4_quantize as an opaque torch.library custom op, for torch.compile (nvfp4-overlay).
+
+Backport of SGLang 0.5.12 (srt/layers/quantization/fp4_utils.py, sgl-project/sglang#23745) to
+SGLang 0.5.10.post1 and its pin flashinfer-python==0.6.7.post3, which has no ``backend``
+argument (0.5.12 passes one).
+Upstream 0.5.10.post1 calls ``flashinfer.fp4_quantize`` in ``ModelOptFp4LinearMethod.apply`` on SM120;
+under ``torch.compile(fullgraph=True)`` (``--enable-piecewise-cuda-graph``) dynamo traces into
+FlashInfer's JIT loader (``nvcc --version`` in a subprocess, file locks) and fails. Here dynamo sees
+one opaque op with a fake; eager callers reach ``flashinfer.fp4_quantize`` as before, without the
+dispatcher (the op exists only for the tracer).
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from flashinfer import fp4_quantize as _flashinfer_fp4_quantize
+
+# How flashinfer-python==0.6.7.post3 shapes the swizzled scale factors: the kernel fills a flat
+# uint8 buffer of round_up(M, 128 or 8) * round_up(K // sf_vec_size, 4) bytes, which
+# flashinfer reshapes to K // sf_vec_size columns (0.6.8 moved to the padded count).
+_SF_COLS_PADDED = False
+
+
+def _round_up(x: int, y: int) -> int:
+    return (x + y - 1) // y * y
+
+
+@torch.library.custom_op("sglang::flashinfer_fp4_quantize", mutates_args=())
+def flashinfer_fp4_quantize(
+    input: torch.Tensor,
+    global_scale: Optional[torch.Tensor] = None,
+    sf_vec_size: int = 16,
+    sf_use_ue8m0: bool = False,
+    is_sf_swizzled_layout: bool = True,
+    is_sf_8x4_layout: bool = False,
+    enable_pdl: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    return _flashinfer_fp4_quantize(
+        input,
+        global_scale,
+        sf_vec_size,
+        sf_use_ue8m0,
+        is_sf_swizzled_layout,
+        is_sf_8x4_layout,
+        enable_pdl,
+    )
+
+
+@flashinfer_fp4_quantize.register_fake
+def _flashinfer_fp4_quantize_fake(
+    input: torch.Tensor,
+    global_scale: Optional[torch.Tensor] = None,
+    sf_vec_size: int = 16,
+    sf_use_ue8m0: bool = False,
+    is_sf_swizzled_layout: bool = True,
+    is_sf_8x4_layout: bool = False,
+    enable_pdl: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    # The same steps as flashinfer.fp4_quantize and its fp4_quantize_sm100 allocation, so the
+    # shapes, strides and dtypes (uint8 both) are the real ones for every layout argument.
+    if sf_vec_size not in (16, 32):
+        raise NotImplementedError("sf_vec_size can only be 16 or 32")
+    is_column_major = input.stride(-2) == 1
+    if is_column_major:
+        input = input.transpose(-2, -1)
+    torch._check(input.shape[-1] % sf_vec_size == 0)
+    m = input.numel() // input.shape[-1]
+    k = input.shape[-1]
+    x_q = input.new_empty((*input.shape[:-1], k // 2), dtype=torch.uint8)
+    sf_cols = k // sf_vec_size
+    if is_sf_swizzled_layout:
+        sf_size = _round_up(m, 8 if is_sf_8x4_layout else 128) * _round_up(sf_cols, 4)
+        if _SF_COLS_PADDED:
+            sf_cols = _round_up(sf_cols, 4)
+    else:
+        sf_size = m * sf_cols
+    sf = input.new_empty((sf_size,), dtype=torch.uint8).reshape((-1, sf_cols))
+    if is_column_major:
+        x_q = x_q.transpose(-2, -1)
+        sf = sf.transpose(-2, -1)
+    return x_q, sf
+
+
+def fp4_quantize(
+    input: torch.Tensor,
+    global_scale: Optional[torch.Tensor] = None,
+    sf_vec_size: int = 16,
+    sf_use_ue8m0: bool = False,
+    is_sf_swizzled_layout: bool = True,
+    is_sf_8x4_layout: bool = False,
+    enable_pdl: Optional[bool] = None,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """``flashinfer.fp4_quantize`` with the same arguments; opaque to dynamo while it traces."""
+    if torch.compiler.is_compiling():
+        return flashinfer_fp4_quantize(
+            input,
+            global_scale,
+            sf_vec_size,
+            sf_use_ue8m0,
+            is_sf_swizzled_layout,
+            is_sf_8x4_layout,
+            enable_pdl,
+        )
+    return _flashinfer_fp4_quantize(
+        input,
+        global_scale,
+        sf_vec_size,
+        sf_use_ue8m0,
+        is_sf_swizzled_layout,
+        is_sf_8x4_layout,
+        enable_pdl,
+    )
