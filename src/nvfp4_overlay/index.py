@@ -1,0 +1,207 @@
+"""index: the dist dir as a static simple repository a fleet installs from (PEP 503, 691, 658, 700).
+
+Every page is a plain file, so the index works from `file://`, any static HTTP server or a bucket:
+`<output>/index.html` lists the projects, `<output>/<normalized-name>/index.html` links each wheel
+by a relative URL with a `#sha256=` fragment. Beside each HTML page sits the PEP 691 JSON form
+(`index.json`), which a server can hand out for `Accept: application/vnd.pypi.simple.v1+json`, and
+beside each wheel its METADATA as `<wheel>.metadata` (PEP 658), so pip resolves without downloading
+a 100 MB wheel. The whole output directory is replaced at once: a half-written index is never seen.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import tempfile
+import urllib.parse
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from . import progress
+from .archive import WheelReader
+from .errors import ConfigError
+from .fetch import file_sha256
+from .metadata import find_dist_info, sha256_hex
+
+API_VERSION = "1.1"  # PEP 700: sizes and versions in the JSON pages
+
+
+@dataclass(frozen=True)
+class IndexedWheel:
+    """One wheel as the index lists it."""
+
+    filename: str
+    project: str  # normalized (PEP 503)
+    version: str
+    size: int
+    sha256: str
+    requires_python: str | None
+    metadata: bytes  # the wheel's METADATA, served as <filename>.metadata (PEP 658)
+
+    @property
+    def metadata_sha256(self) -> str:
+        return sha256_hex(self.metadata)
+
+
+def collect(dist_dir: Path) -> list[IndexedWheel]:
+    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and name."""
+    if not dist_dir.is_dir():
+        msg = f"{dist_dir}: no such directory; build wheels first ('make wheels'), or pass --dist-dir"
+        raise ConfigError(msg)
+    wheels = []
+    paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith("."))
+    for number, path in enumerate(paths, start=1):
+        progress.report(f"[{number}/{len(paths)}] hashing {path.name}")
+        wheels.append(_indexed(path))
+    if not wheels:
+        msg = f"{dist_dir}: holds no wheels to index; build them first ('make wheels')"
+        raise ConfigError(msg)
+    return sorted(wheels, key=lambda w: (w.project, w.filename))
+
+
+def _indexed(path: Path) -> IndexedWheel:
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as exc:
+        msg = f"{path}: not a wheel filename ({exc}); move it out of the dist dir"
+        raise ConfigError(msg) from exc
+    with WheelReader(path) as reader:
+        info = find_dist_info(path.name, reader.names, reader.read)
+        metadata = reader.read(f"{info.dist_info}/METADATA")
+    headers = HeaderParser().parsestr(metadata.decode("utf-8", "replace"), headersonly=True)
+    return IndexedWheel(path.name, canonicalize_name(name), str(version), path.stat().st_size,
+                        file_sha256(path), headers.get("Requires-Python"), metadata)
+
+
+# --- pages (pure: values in, text out) -----------------------------------------------------------
+
+
+def root_html(projects: list[str]) -> str:
+    links = "".join(f'    <a href="{p}/">{p}</a><br/>\n' for p in projects)
+    return _page("Simple index", links)
+
+
+def project_html(project: str, wheels: list[IndexedWheel], prefix: str) -> str:
+    links = []
+    for w in wheels:
+        attrs = [f'href="{html.escape(prefix + urllib.parse.quote(w.filename))}#sha256={w.sha256}"']
+        if w.requires_python:
+            attrs.append(f'data-requires-python="{html.escape(w.requires_python)}"')
+        # PEP 714 renamed PEP 658's attribute; pip 22.3-23.x reads the old name, newer pips the new.
+        attrs += [f'data-core-metadata="sha256={w.metadata_sha256}"', f'data-dist-info-metadata="sha256={w.metadata_sha256}"']
+        links.append(f"    <a {' '.join(attrs)}>{html.escape(w.filename)}</a><br/>\n")
+    return _page(f"Links for {project}", "".join(links))
+
+
+def _page(title: str, body: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n"
+        f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n"
+        f"{body}  </body>\n</html>\n"
+    )
+
+
+def root_json(projects: list[str]) -> dict[str, Any]:
+    return {"meta": {"api-version": API_VERSION}, "projects": [{"name": p} for p in projects]}
+
+
+def project_json(project: str, wheels: list[IndexedWheel], prefix: str) -> dict[str, Any]:
+    files = [
+        {
+            "filename": w.filename,
+            "url": prefix + urllib.parse.quote(w.filename),
+            "hashes": {"sha256": w.sha256},
+            "requires-python": w.requires_python,
+            "core-metadata": {"sha256": w.metadata_sha256},
+            "dist-info-metadata": {"sha256": w.metadata_sha256},
+            "size": w.size,
+        }
+        for w in wheels
+    ]
+    versions = sorted({w.version for w in wheels}, key=Version)
+    return {"meta": {"api-version": API_VERSION}, "name": project, "files": files, "versions": versions}
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+def write_index(dist_dir: Path, output: Path) -> dict[str, list[IndexedWheel]]:
+    """Write the index for every wheel in dist_dir into output (replaced whole) and the .metadata files."""
+    by_project: dict[str, list[IndexedWheel]] = {}
+    for wheel in collect(dist_dir):
+        by_project.setdefault(wheel.project, []).append(wheel)
+    projects = sorted(by_project)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
+    try:
+        _write(staging / "index.html", root_html(projects))
+        _write(staging / "index.json", json.dumps(root_json(projects), indent=2) + "\n")
+        for project, wheels in by_project.items():
+            # Links are relative, so the dist dir can move or be served from anywhere as one tree.
+            prefix = os.path.relpath(dist_dir.resolve(), (output / project).resolve()).replace(os.sep, "/") + "/"
+            (staging / project).mkdir()
+            _write(staging / project / "index.html", project_html(project, wheels, prefix))
+            _write(staging / project / "index.json", json.dumps(project_json(project, wheels, prefix), indent=2) + "\n")
+        _write_metadata_files(dist_dir, [w for ws in by_project.values() for w in ws])
+        _replace_dir(staging, output)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return by_project
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
+
+
+def _write_metadata_files(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
+    for wheel in wheels:
+        target = dist_dir / f"{wheel.filename}.metadata"
+        if not target.is_file() or target.read_bytes() != wheel.metadata:
+            temp = dist_dir / f".{target.name}.tmp"
+            temp.write_bytes(wheel.metadata)
+            os.replace(temp, target)
+    for stale in dist_dir.glob("*.whl.metadata"):  # the wheel it described is gone
+        if not (dist_dir / stale.name[: -len(".metadata")]).exists():
+            stale.unlink()
+
+
+def _replace_dir(new: Path, output: Path) -> None:
+    """Swap the finished index in; the old one is moved aside first and removed after."""
+    old = output.with_name(f".{output.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if output.exists():
+        os.replace(output, old)
+    os.replace(new, output)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def cmd_index(ctx: Any) -> int:
+    output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
+    by_project = write_index(ctx.dist_dir, output)
+    progress.clear()
+    url = output.resolve().as_uri()
+    document = {
+        "index": str(output),
+        "url": url,
+        "projects": {
+            p: [{"filename": w.filename, "version": w.version, "sha256": w.sha256, "size": w.size} for w in ws]
+            for p, ws in by_project.items()
+        },
+    }
+    lines = [f"wrote {output} ({sum(len(ws) for ws in by_project.values())} wheels)"]
+    for project, wheels in by_project.items():
+        lines += [f"  {project}: {', '.join(w.version for w in wheels)}"]
+    example = next(iter(by_project.values()))[-1]
+    lines.append(f"install with: pip install --index-url {url} --no-deps {example.project}=={example.version}")
+    ctx.emit(document, "\n".join(lines))
+    return 0

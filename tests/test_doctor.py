@@ -1,0 +1,255 @@
+"""doctor in real virtual environments: upstream vs patched installs, hand edits, and the live trace check.
+
+Each environment is `python -m venv --without-pip` with a .pth that adds this interpreter's
+site-packages (torch, pip, nvfp4_overlay) behind its own, so `pip install` puts the wheel under
+test into the fresh environment exactly as on a server, and doctor runs in that interpreter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import site
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import OVERLAY, PATCHES, ROOT, cache_dir, write_wheel
+
+from nvfp4_overlay import api, cli
+from nvfp4_overlay.patching import read_series
+
+Env = Callable[..., Path]
+
+
+@pytest.fixture
+def make_env(tmp_path: Path) -> Env:
+    """make_env(*wheels) -> a fresh virtual environment with the wheels pip-installed (--no-deps)."""
+    count = [0]
+
+    def make(*wheels: Path) -> Path:
+        count[0] += 1
+        env = tmp_path / f"env{count[0]}"
+        return new_env(env, *wheels)
+
+    return make
+
+
+def new_env(env: Path, *wheels: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    python = env / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    parents = [str(ROOT / "src"), *site.getsitepackages()]
+    Path(purelib, "_nvfp4_overlay_tests.pth").write_text(f"import site; list(map(site.addsitedir, {parents!r}))\n")
+    if wheels:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
+                        "--no-deps", *map(str, wheels)], check=True)
+    return env
+
+
+def doctor(env: Path, patches: Path, *args: str) -> tuple[int, dict[str, Any]]:
+    done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--json",
+                           "--patches-dir", str(patches), *args], capture_output=True, text=True, timeout=600)
+    try:
+        document = json.loads(done.stdout)
+    except ValueError:
+        pytest.fail(f"doctor printed no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
+    assert document["exit_code"] == done.returncode
+    return done.returncode, document
+
+
+def site_packages(env: Path) -> Path:
+    return next((env / "lib").glob("python*/site-packages"))
+
+
+# --- small stand-ins for flashinfer-python and sglang (no torch, no real wheels) -------------------
+
+
+# Each fake: its files, and a one-hunk patch against its second line.
+FAKES = {
+    ("flashinfer-python", "1.0"): ("flashinfer/__init__.py", "v0 = 0\nv1 = 1\nv2 = 2\n"),
+    ("sglang", "0.5.9"): ("sglang/srt/quant.py", "q0 = 0\nq1 = 1\nq2 = 2\n"),
+}
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> dict[str, Path]:
+    """Upstream and patched wheels of a fake flashinfer-python 1.0 and sglang 0.5.9, with their series."""
+    upstream, patches, dist = tmp_path / "upstream", tmp_path / "patches", tmp_path / "dist"
+    upstream.mkdir()
+    stack = ['default = "s"\n[stacks.s]\n']
+    for (name, version), (path, text) in FAKES.items():
+        wheel = write_wheel(upstream, name, version, {path: text})
+        series = patches / name / version
+        series.mkdir(parents=True)
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        (series / "upstream.toml").write_text(f'revision = 1\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{digest}"\n')
+        first, second, third = text.splitlines()
+        (series / "0001-change.patch").write_text(
+            f"Description: change\n\n--- a/{path}\n+++ b/{path}\n@@ -1,3 +1,3 @@\n {first}\n-{second}\n+{second}  # patched\n {third}\n")
+        (series / "series").write_text("0001-change.patch\n")
+        stack.append(f'{name} = "{version}"\n')
+    (patches / "stacks.toml").write_text("".join(stack))
+    assert cli.main(["build", "--patches-dir", str(patches), "--overlay-dir", str(tmp_path / "overlay"),
+                     "--dist-dir", str(dist), "--wheelhouse", str(upstream), "--cache-dir", str(tmp_path / "cache"),
+                     "--offline", "--quiet"]) == 0
+    return {
+        "patches": patches,
+        "upstream": upstream,
+        "flashinfer": upstream / "flashinfer_python-1.0-py3-none-any.whl",
+        "flashinfer+": dist / "flashinfer_python-1.0+nvfp4.1-py3-none-any.whl",
+        "sglang": upstream / "sglang-0.5.9-py3-none-any.whl",
+        "sglang+": dist / "sglang-0.5.9+nvfp4.1-py3-none-any.whl",
+    }
+
+
+def test_upstream_and_patched_installs_are_told_apart(make_env: Env, fakes: dict[str, Path]) -> None:
+    code, up = doctor(make_env(fakes["flashinfer"], fakes["sglang"]), fakes["patches"], "--no-trace")
+    assert code == 1
+    for name, version in [("flashinfer-python", "1.0"), ("sglang", "0.5.9")]:
+        dist = up["distributions"][name]
+        assert (dist["installed"], dist["version"], dist["patched"], dist["series"]) == (True, version, False, "available")
+        assert any(p.startswith(f"{name} {version} is the unpatched upstream release") for p in up["problems"])
+
+    code, patched = doctor(make_env(fakes["flashinfer+"], fakes["sglang+"]), fakes["patches"], "--no-trace")
+    assert code == 0, patched["problems"]
+    for name, version in [("flashinfer-python", "1.0+nvfp4.1"), ("sglang", "0.5.9+nvfp4.1")]:
+        dist = patched["distributions"][name]
+        assert (dist["version"], dist["patched"], dist["revision"], dist["series"]) == (version, True, 1, "current")
+        assert dist["patches"] == ["0001-change.patch"]
+        assert dist["record"]["modified"] == dist["record"]["missing"] == []
+        assert dist["record"]["matching"] == dist["record"]["files"] > 0
+    assert patched["ok"] is True and patched["problems"] == []
+
+
+def test_an_unpatched_sglang_fails_the_gate_even_with_a_patched_flashinfer(make_env: Env, fakes: dict[str, Path]) -> None:
+    code, document = doctor(make_env(fakes["flashinfer+"], fakes["sglang"]), fakes["patches"], "--no-trace")
+    assert code == 1
+    assert document["problems"] == [
+        "sglang 0.5.9 is the unpatched upstream release; a series exists for it: build it with "
+        "'nvfp4-overlay build sglang==0.5.9' (or 'make wheels STACK=...') and pip install the wheel"
+    ]
+
+
+def test_sglang_fixed_upstream_needs_no_patch(make_env: Env, fakes: dict[str, Path]) -> None:
+    fixed = write_wheel(fakes["upstream"], "sglang", "0.5.12", {"sglang/__init__.py": ""})
+    code, document = doctor(make_env(fakes["flashinfer+"], fixed), fakes["patches"], "--no-trace")
+    assert code == 0, document["problems"]
+    assert document["distributions"]["sglang"]["series"] == "fixed-upstream"
+
+
+def test_hand_edited_and_deleted_files_are_an_integrity_failure(make_env: Env, fakes: dict[str, Path]) -> None:
+    env = make_env(fakes["flashinfer+"], fakes["sglang+"])
+    with (site_packages(env) / "flashinfer" / "__init__.py").open("a") as f:
+        f.write("HOTFIX = True\n")
+    (site_packages(env) / "sglang" / "srt" / "quant.py").unlink()
+    code, document = doctor(env, fakes["patches"], "--no-trace")
+    assert code == 3
+    assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/__init__.py"]
+    assert document["distributions"]["sglang"]["record"]["missing"] == ["sglang/srt/quant.py"]
+    assert any("1 installed file(s) modified since pip installed them (flashinfer/__init__.py)" in p
+               for p in document["problems"])
+
+
+def test_a_newer_series_revision_is_reported(make_env: Env, fakes: dict[str, Path]) -> None:
+    toml = fakes["patches"] / "flashinfer-python" / "1.0" / "upstream.toml"
+    toml.write_text(toml.read_text().replace("revision = 1", "revision = 2"))
+    code, document = doctor(make_env(fakes["flashinfer+"], fakes["sglang+"]), fakes["patches"], "--no-trace")
+    assert code == 0
+    assert document["distributions"]["flashinfer-python"]["series"] == "outdated"
+    assert any("was built at revision 1" in n and "at revision 2" in n for n in document["notes"])
+
+
+def test_no_flashinfer_at_all(make_env: Env, fakes: dict[str, Path]) -> None:
+    code, document = doctor(make_env(), fakes["patches"], "--no-trace")
+    assert code == 1
+    assert document["problems"] == ["flashinfer-python is not installed in this environment"]
+
+
+def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -> None:
+    env = make_env(fakes["flashinfer+"])
+    done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--no-trace",
+                           "--patches-dir", str(fakes["patches"])], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert "1.0+nvfp4.1  patched, revision 1" in done.stdout
+    assert "patches: 0001-change.patch" in done.stdout
+    assert done.stdout.rstrip().endswith("OK (exit 0)")
+
+
+# --- the trace check's isolation: a crash or a hang in the probe is a finding, not a doctor crash ---
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    ("init", "args", "error"),
+    [
+        pytest.param("import os\nos._exit(7)\n", (), "the probe exited 7", id="crash"),
+        pytest.param("import time\ntime.sleep(600)\n", ("--trace-timeout", "20"), "hung: no answer within 20 s", id="hang"),
+        pytest.param("raise ImportError('no kernels here')\n", (), "import flashinfer: builtins.ImportError: no kernels here", id="import-error"),
+    ],
+)
+def test_a_broken_flashinfer_is_reported_not_fatal(tmp_path: Path, make_env: Env, fakes: dict[str, Path],
+                                                   init: str, args: tuple[str, ...], error: str) -> None:
+    broken = write_wheel(tmp_path, "flashinfer-python", "1.0", {"flashinfer/__init__.py": init})
+    code, document = doctor(make_env(broken), fakes["patches"], *args)
+    assert code == 1
+    assert document["trace"]["ok"] is False
+    assert document["trace"]["error"] == error
+    assert document["gpu"]["torch"].startswith("2.")  # the probe's first answer came back all the same
+
+
+# --- the real wheels: flashinfer-python 0.6.1 upstream and patched ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_envs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    upstream = api.fetch_upstream("flashinfer-python", "0.6.1", patches_dir=PATCHES, cache_dir=cache_dir())
+    patched = api.build_one("flashinfer-python", "0.6.1", patches_dir=PATCHES, overlay_dir=OVERLAY,
+                            dist_dir=tmp_path_factory.mktemp("dist"), cache_dir=cache_dir())
+    root = tmp_path_factory.mktemp("envs")
+    return {"upstream": new_env(root / "upstream", upstream), "patched": new_env(root / "patched", patched),
+            "patched_wheel": patched}
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+def test_real_upstream_flashinfer_fails_the_trace_check(real_envs: dict[str, Path]) -> None:
+    code, document = doctor(real_envs["upstream"], PATCHES)
+    assert code == 1
+    flashinfer = document["distributions"]["flashinfer-python"]
+    assert (flashinfer["version"], flashinfer["patched"], flashinfer["series"]) == ("0.6.1", False, "available")
+    trace = document["trace"]
+    assert trace["ok"] is False
+    assert trace["error"] == "torch._dynamo.exc.Unsupported: Attempted to call function marked as skipped"
+    assert "compute capability=12.0" in trace["faked"]
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+def test_real_patched_flashinfer_passes_the_trace_check(real_envs: dict[str, Path]) -> None:
+    code, document = doctor(real_envs["patched"], PATCHES)
+    assert code == 0, document["problems"]
+    flashinfer = document["distributions"]["flashinfer-python"]
+    assert flashinfer["patched"] is True and flashinfer["version"].startswith("0.6.1+nvfp4.")
+    series = read_series(PATCHES / "flashinfer-python" / "0.6.1")
+    assert flashinfer["patches"] == [p.name for p in series.patches]
+    assert flashinfer["upstream"]["filename"] == "flashinfer_python-0.6.1-py3-none-any.whl"
+    assert flashinfer["record"]["matching"] == flashinfer["record"]["files"] > 1000
+    trace = document["trace"]
+    assert trace["ok"] is True, trace
+    assert [op for op in trace["ops"] if "getitem" not in op] == ["nvfp4_overlay.flashinfer_fp4_quantize.default"]
+    assert trace["subprocesses"] == []
+
+
+@pytest.mark.upstream
+def test_real_hand_edit_is_caught(real_envs: dict[str, Path], tmp_path: Path) -> None:
+    env = new_env(tmp_path / "edited", real_envs["patched_wheel"])
+    cpp_ext = site_packages(env) / "flashinfer" / "jit" / "cpp_ext.py"
+    cpp_ext.write_text(cpp_ext.read_text().replace("def get_cuda_version", "def get_cuda_version_hotfix", 1))
+    code, document = doctor(env, PATCHES, "--no-trace")
+    assert code == 3
+    assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/jit/cpp_ext.py"]
