@@ -10,7 +10,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import fetch, releases
+from . import fetch, progress, releases
 from .archive import WheelReader
 from .drift import PatchDrift, drift_series
 from .errors import ConfigError, FetchError
@@ -90,8 +90,11 @@ def run_drift(
     matrix = Matrix([], {t: read_series(patches_dir / t.dist / t.version) for t in plan})
     with ExitStack() as stack:
         opened: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
+        done, total = 0, sum(len(versions) for versions in plan.values())
         for target, versions in plan.items():
             for version in versions:
+                done += 1
+                progress.report(f"[{done}/{total}] {target} on {target.dist} {version}")
                 release = Target(target.dist, version)
                 if release not in opened:
                     opened[release] = _open_release(patches_dir, release, source, stack, matrix, log)

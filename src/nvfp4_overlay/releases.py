@@ -20,7 +20,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import fetch
+from . import fetch, progress
 from .errors import ConfigError, FetchError, HashMismatchError
 from .manifest import Target, Upstream, UpstreamWheel, load_upstream
 
@@ -166,6 +166,7 @@ def _local_wheels(dist: str, source: fetch.Source) -> list[tuple[Path, Version, 
 
 def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str]) -> list[Path]:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
+    progress.report(f"downloading {target} through pip")
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
         command = [
             sys.executable,
