@@ -119,6 +119,12 @@ RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = 
         (State.CONFLICT, State.OFFSET),
         State.EXACT,
     ),
+    "1.8": (
+        {MOD: "from .sub.mod import *\n", "demo/sub/mod.py": BASE, OTHER: OTHER_TEXT},
+        State.CONFLICT,
+        (State.CONFLICT, State.CONFLICT),
+        State.EXACT,
+    ),
     "2.0": ({MOD: BASE, OTHER: "a\nb fixed\nc\n"}, State.EXACT, (State.EXACT, State.EXACT), State.OBSOLETE),
 }
 
@@ -210,6 +216,12 @@ def test_conflict_says_where_upstream_moved_the_expected_line(layout: dict[str, 
 def test_missing_file_points_at_a_file_of_the_same_name(layout: dict[str, Path]) -> None:
     p1, _ = drift_on(layout, "1.6")
     assert "demo/sub/mod.py" in p1.hunks[0].note
+
+
+def test_conflict_finds_code_moved_to_a_file_of_the_same_name(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.8")
+    assert "'line 10' is in demo/sub/mod.py line 10: upstream moved the code" in p1.hunks[0].note
+    assert "'line 30' is in demo/sub/mod.py line 30" in p1.hunks[1].note
 
 
 def test_obsolete_comes_from_applied_upstream(layout: dict[str, Path]) -> None:

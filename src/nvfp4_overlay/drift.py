@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -168,7 +168,7 @@ def drift_series(
         images = []
         for fp in patch.files:
             before = lines_of(fp.source) if fp.source else lines_of(fp.path)
-            after, found = _drift_file(fp, before, names)
+            after, found = _drift_file(fp, before, names, read)
             hunks += found
             if fp.source and fp.source != fp.path:
                 current[fp.source] = None
@@ -220,7 +220,7 @@ def applied_upstream_release(patch: Patch, dist: str) -> Version | None:
 
 
 def _drift_file(
-    fp: FilePatch, lines: list[str] | None, names: Sequence[str]
+    fp: FilePatch, lines: list[str] | None, names: Sequence[str], read: Read
 ) -> tuple[list[str] | None, list[HunkDrift]]:
     """(the file after the hunks that apply, each hunk's drift)."""
     if fp.source is None:
@@ -252,6 +252,9 @@ def _drift_file(
             delta = placement.offset
         cursor = end
     out += lines[cursor:]
+    found = [
+        _look_elsewhere(h, hunk, lines, fp.path, names, read) for h, hunk in zip(found, fp.hunks, strict=True)
+    ]
     return (None if fp.target is None and not out else out), found
 
 
@@ -329,7 +332,7 @@ def _changed_line(lines: Sequence[str], hunk: Hunk) -> str:
     hits = [n + 1 for n, line in enumerate(lines) if line == first]
     text = first.strip()
     if not hits:
-        return f"the line it changes, {text!r}, is nowhere in the file: upstream rewrote this code"
+        return f"the line it changes, {text!r}, is nowhere in the file"
     where = ", ".join(map(str, hits[:3])) + (" ..." if len(hits) > 3 else "")
     return f"the line it changes, {text!r}, is at line {where}"
 
@@ -361,11 +364,38 @@ def _drift_new_file(fp: FilePatch, lines: list[str] | None) -> tuple[list[str] |
 
 
 def _same_name(path: str, names: Sequence[str]) -> str:
-    base = PurePosixPath(path).name
-    others = sorted(n for n in names if PurePosixPath(n).name == base and n != path)
+    others = _others(path, names)
     if not others:
         return "no file of that name is left in the wheel"
     return f"upstream moved it? a file of that name is at {', '.join(others[:3])}"
+
+
+def _others(path: str, names: Sequence[str]) -> list[str]:
+    base = PurePosixPath(path).name
+    return sorted(n for n in names if PurePosixPath(n).name == base and n != path)
+
+
+def _look_elsewhere(
+    drift: HunkDrift, hunk: Hunk, lines: Sequence[str], path: str, names: Sequence[str], read: Read
+) -> HunkDrift:
+    """A conflict whose line is gone from the file: the same-named files that hold it (code that moved).
+
+    The line looked for is the first one the hunk removes, or for a pure addition its first context line.
+    """
+    removed = hunk.before[hunk.leading_context : len(hunk.before) - hunk.trailing_context]
+    probe = removed[0] if removed else next((line for line in hunk.before if line.strip()), None)
+    if drift.state is not State.CONFLICT or probe is None or probe in lines:
+        return drift
+    hits = []
+    for other in _others(path, names):
+        data = read(other)
+        found = split_lines(decode(data)) if data is not None else []
+        if probe in found:
+            hits.append(f"{other} line {found.index(probe) + 1}")
+    if hits:
+        moved = f"{probe.strip()!r} is in {', '.join(hits[:3])}: upstream moved the code"
+        return replace(drift, note=f"{drift.note}; {moved}" if drift.note else moved)
+    return replace(drift, note=f"{drift.note}: upstream rewrote this code") if removed else drift
 
 
 # --- the commands ----------------------------------------------------------------------------------

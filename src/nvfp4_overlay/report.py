@@ -126,12 +126,11 @@ def _verdict(matrix: Matrix) -> str:
     pairs = [p for c in matrix.cells for p in c.patches]
     bad = sum(1 for p in pairs if not p.state.clean)
     releases = len({c.release.target for c in matrix.cells})
-    checked = f"{len(pairs)} (patch, release) pairs: {len(matrix.series)} series on {releases} releases"
+    checked = f"{len(matrix.series)} series on {releases} releases"
     if matrix.exit_code == 0:
-        return f"every patch applies exactly or at an offset ({checked})"
-    return f"{bad} of {checked} need a person" + (
-        f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
-    )
+        return f"every patch applies exactly or at an offset ({len(pairs)} (patch, release) pairs, {checked})"
+    skipped = f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
+    return f"{bad} of {len(pairs)} (patch, release) pairs need a person ({checked}){skipped}"
 
 
 # --- Markdown --------------------------------------------------------------------------------------
