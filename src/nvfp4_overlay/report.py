@@ -99,7 +99,7 @@ def table(matrix: Matrix, width: int | None = None) -> str:
         lines += _attention(rows, columns, cells)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines).rstrip()
 
 
 def _cell_text(patch: PatchDrift | None) -> str:
