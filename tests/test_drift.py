@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime
+import difflib
 import hashlib
 import json
 import shutil
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 from conftest import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nvfp4_overlay import cli, fetch
 from nvfp4_overlay.drift import PatchDrift, State, drift_series
@@ -486,3 +490,71 @@ def test_real_refresh_gives_the_committed_series(
     built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.1-*.whl"))
     with zipfile.ZipFile(built) as a, zipfile.ZipFile(committed) as b:
         assert a.read(member) == b.read(member)
+
+
+# --- properties ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ("demo 2.0", "2.0"),
+        ("demo==2.0.post1, https://example.invalid/pr/1", "2.0.post1"),
+        ("v2.1", "2.1"),
+        ("other-dist 2.0", None),
+        ("no", None),
+        ("commit 1a2b3c4", None),
+        ("https://example.invalid/commit/1a2b3c4", None),
+    ],
+    ids=["name-version", "pep440-and-url", "bare-v", "another-dist", "no", "commit", "url"],
+)
+def test_applied_upstream_field(field: str, expected: str | None) -> None:
+    from nvfp4_overlay.drift import applied_upstream_release
+    from nvfp4_overlay.patching import Patch
+
+    patch = Patch("p", Path("p"), "", {"Applied-Upstream": field}, ())
+    found = applied_upstream_release(patch, "demo")
+    assert (str(found) if found else None) == expected
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    n=st.integers(8, 60),
+    changes=st.sets(st.integers(3, 56), min_size=1, max_size=4),
+    shift=st.integers(0, 25),
+)
+def test_shifted_release_is_offset_and_refresh_applies_exactly(
+    tmp_path: Path, n: int, changes: set[int], shift: int
+) -> None:
+    """Any diff, on a release with lines added above: every hunk is exact/offset by exactly that much;
+    refreshed, it applies with no offset and gives the same file; on its own post-image it is upstream."""
+    from nvfp4_overlay.refresh import port_series
+
+    base = [f"base {i}\n" for i in range(n)]
+    # Not in the first or last 3 lines: a hunk with less context on one side is anchored to that end
+    # of the file (GNU patch), and lines added above it are drift that the build does not take.
+    changed = [f"changed {i}\n" if i in changes and 3 <= i < n - 3 else line for i, line in enumerate(base)]
+    if changed == base:
+        return
+    where = Path(tempfile.mkdtemp(dir=tmp_path))
+    body = "".join(difflib.unified_diff(base, changed, "a/m.py", "b/m.py", n=3))
+    (where / "0001-p.patch").write_text("Description: p\n\n" + body)
+    (where / "series").write_text("0001-p.patch\n")
+    series = read_series(where)
+    release = [f"new {i}\n" for i in range(shift)] + base
+
+    def files(lines: list[str]) -> Callable[[str], bytes | None]:
+        return lambda p: "".join(lines).encode() if p == "m.py" else None
+
+    (drift,) = drift_series(series, files(release), ["m.py"], "demo", "2.0")
+    assert {(h.state, h.offset) for h in drift.hunks} == {(State.OFFSET if shift else State.EXACT, shift)}
+    ported = port_series(series, [drift], "2.0", drop_upstream=False, today=datetime.date(2026, 1, 1))
+    out = Path(tempfile.mkdtemp(dir=tmp_path))
+    ((name, text),) = ported.patches
+    (out / name).write_text(text)
+    (out / "series").write_text(name + "\n")
+    applied = apply_series(read_series(out), files(release))
+    assert all((h.placement.offset, h.placement.fuzz) == (0, 0) for h in applied.hunks)
+    assert applied.files["m.py"] == "".join(release[:shift] + changed).encode()
+    (on_post,) = drift_series(series, files(changed), ["m.py"], "demo", "2.0")
+    assert on_post.state is State.UPSTREAM

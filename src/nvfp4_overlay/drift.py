@@ -26,6 +26,7 @@ from .patching import (
     Patch,
     Placement,
     Series,
+    apply_hunks,
     decode,
     first_mismatch,
     locate,
@@ -231,31 +232,60 @@ def _drift_file(
         return None, [
             HunkDrift(fp.path, i, h.header, state, note=note) for i, h in enumerate(fp.hunks, start=1)
         ]
-    out: list[str] = []
-    cursor = delta = 0
-    found = []
-    for number, hunk in enumerate(fp.hunks, start=1):
-        drift, placement = _drift_hunk(fp.path, number, hunk, lines, cursor, delta)
-        found.append(drift)
-        if placement is None:
-            continue
-        if drift.state is State.UPSTREAM:
-            end = placement.index + len(hunk.after)
-            out += lines[cursor:end]
-            delta = placement.index - hunk.expected_index + len(hunk.after) - len(hunk.before)
-        else:  # applied, with the context lines fuzz ignored kept as the release has them
-            lead = min(placement.fuzz, hunk.leading_context)
-            trail = min(placement.fuzz, hunk.trailing_context)
-            start = placement.index + lead
-            out += lines[cursor:start] + list(hunk.after[lead : len(hunk.after) - trail])
-            end = start + len(hunk.before) - lead - trail
-            delta = placement.offset
-        cursor = end
-    out += lines[cursor:]
+    # Where the build applies the whole file, its own applier says how: the same placements, the same
+    # post-image. Only a file with a hunk it refuses goes hunk by hunk, to say what each one needs.
+    built, placements = apply_hunks(list(lines), fp.hunks)
+    if len(placements) == len(fp.hunks) and all(isinstance(p, Placement) for p in placements):
+        found = [
+            HunkDrift(
+                fp.path,
+                number,
+                hunk.header,
+                State.OFFSET if p.offset else State.EXACT,
+                p.offset,
+                line=p.index + 1,
+            )
+            for number, (hunk, p) in enumerate(zip(fp.hunks, placements, strict=True), start=1)
+            if isinstance(p, Placement)
+        ]
+        return (None if fp.target is None and not built else built), found
+    out, found = _drift_hunks(fp, lines)
     found = [
         _look_elsewhere(h, hunk, lines, fp.path, names, read) for h, hunk in zip(found, fp.hunks, strict=True)
     ]
     return (None if fp.target is None and not out else out), found
+
+
+def _drift_hunks(fp: FilePatch, lines: list[str]) -> tuple[list[str], list[HunkDrift]]:
+    """Each hunk on its own: the ones that apply (or apply with fuzz) are applied, as the build would,
+    with context lines taken from the release; upstream ones are left as they are; conflicts skipped."""
+    out: list[str] = []
+    cursor = delta = 0
+    found = []
+    for number, hunk in enumerate(fp.hunks, start=1):
+        reach = max(cursor - hunk.leading_context, 0)  # contexts of neighbouring hunks may share lines
+        drift, placement = _drift_hunk(fp.path, number, hunk, lines, reach, delta)
+        found.append(drift)
+        if placement is None:
+            continue
+        size = len(hunk.after) if drift.state is State.UPSTREAM else len(hunk.before)
+        start = placement.index + hunk.leading_context
+        end = placement.index + size - hunk.trailing_context
+        if start < cursor:
+            found[-1] = replace(drift, note="it overlaps the hunk before it")
+            continue
+        if drift.state is State.UPSTREAM:
+            out += lines[cursor:end]
+            delta = placement.index - hunk.expected_index + len(hunk.after) - len(hunk.before)
+        else:
+            added = list(hunk.after[hunk.leading_context : len(hunk.after) - hunk.trailing_context])
+            if added and not added[-1].endswith("\n") and end < len(lines):
+                added[-1] += "\n"  # as the build does: only a file's last line may lack its newline
+            out += lines[cursor:start] + added
+            delta = placement.offset
+        cursor = end
+    out += lines[cursor:]
+    return out, found
 
 
 def _drift_hunk(
