@@ -1,7 +1,9 @@
 """Drift: every hunk of every series placed on other upstream releases, and classified.
 
-Placement is patching.locate, the same GNU-patch search the build uses, so "exact" and "offset" here
-mean exactly "the build applies it". Fuzz is only tried to say how far off a hunk is, never accepted.
+A file the build applies whole is classified by the build's own patching.apply_hunks, so "exact" and
+"offset" here mean exactly "the build applies it, there". Where it refuses, each hunk is placed on its
+own with patching.locate (the same GNU-patch search): forward, reversed (upstream), then with fuzz,
+which is only tried to say how far off a hunk is, never accepted.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import releases
+from . import conflicts, releases
 from .errors import ConfigError
 from .manifest import all_targets
 from .patching import (
@@ -228,7 +230,7 @@ def _drift_file(
         return _drift_new_file(fp, lines)
     if lines is None:
         state = State.UPSTREAM if fp.target is None else State.MISSING_FILE
-        note = "" if fp.target is None else _same_name(fp.source, names)
+        note = "" if fp.target is None else conflicts.same_name(fp.source, names)
         return None, [
             HunkDrift(fp.path, i, h.header, state, note=note) for i, h in enumerate(fp.hunks, start=1)
         ]
@@ -250,9 +252,13 @@ def _drift_file(
         ]
         return (None if fp.target is None and not built else built), found
     out, found = _drift_hunks(fp, lines)
-    found = [
-        _look_elsewhere(h, hunk, lines, fp.path, names, read) for h, hunk in zip(found, fp.hunks, strict=True)
-    ]
+    for i, (drift, hunk) in enumerate(zip(found, fp.hunks, strict=True)):
+        hint = (
+            conflicts.elsewhere(hunk, lines, fp.path, names, read) if drift.state is State.CONFLICT else None
+        )
+        if hint:
+            joint = ": " if hint.startswith("upstream rewrote") else "; "
+            found[i] = replace(drift, note=f"{drift.note}{joint}{hint}" if drift.note else hint)
     return (None if fp.target is None and not out else out), found
 
 
@@ -272,7 +278,7 @@ def _drift_hunks(fp: FilePatch, lines: list[str]) -> tuple[list[str], list[HunkD
         start = placement.index + hunk.leading_context
         end = placement.index + size - hunk.trailing_context
         if start < cursor:
-            found[-1] = replace(drift, note="it overlaps the hunk before it")
+            found[-1] = replace(drift, state=State.CONFLICT, note="it overlaps the hunk before it")
             continue
         if drift.state is State.UPSTREAM:
             out += lines[cursor:end]
@@ -305,7 +311,7 @@ def _drift_hunk(
             path, number, hunk.header, State.FUZZY, fuzzy.offset, fuzzy.fuzz, fuzzy.index + 1, mismatch
         ), fuzzy
     mismatch = first_mismatch(lines, hunk, delta)
-    moved_to, occurrences = _moved(lines, hunk, mismatch, delta)
+    moved_to, occurrences = conflicts.moved(lines, hunk, mismatch, delta)
     drift = HunkDrift(
         path,
         number,
@@ -314,57 +320,9 @@ def _drift_hunk(
         mismatch=mismatch,
         moved_to=moved_to,
         occurrences=occurrences,
-        note=_changed_line(lines, hunk),
+        note=conflicts.changed_line(lines, hunk),
     )
     return drift, None
-
-
-def _moved(lines: Sequence[str], hunk: Hunk, mismatch: Mismatch, delta: int) -> tuple[int | None, int]:
-    """Where the expected line now is (1-based, nearest first) and how often: only where it still has
-    one of its neighbours from the hunk, so that a `try:` elsewhere is not taken for it. A blank
-    expected line is found through the next non-blank line of the hunk."""
-    at = mismatch.line - 1 - (hunk.expected_index + delta)
-    if mismatch.expected is None or not 0 <= at < len(hunk.before):
-        return None, 0
-    stand_in = next((i for i in range(at, len(hunk.before)) if hunk.before[i].strip()), None)
-    if stand_in is None:
-        return None, 0
-    hits = [
-        n - (stand_in - at) + 1
-        for n, line in enumerate(lines)
-        if line == hunk.before[stand_in] and _neighbour_matches(lines, n, hunk.before, stand_in)
-    ]
-    hits = [n for n in hits if n != mismatch.line]
-    if not hits:
-        return None, 0
-    return min(hits, key=lambda n: (abs(n - mismatch.line), n)), len(hits)
-
-
-def _neighbour_matches(lines: Sequence[str], n: int, before: Sequence[str], i: int) -> bool:
-    if len(before) == 1:
-        return True
-    previous = i > 0 and n > 0 and lines[n - 1] == before[i - 1] and bool(before[i - 1].strip())
-    following = (
-        i + 1 < len(before)
-        and n + 1 < len(lines)
-        and lines[n + 1] == before[i + 1]
-        and bool(before[i + 1].strip())
-    )
-    return previous or following
-
-
-def _changed_line(lines: Sequence[str], hunk: Hunk) -> str:
-    """Where the first line the hunk removes or replaces is now: the line that matters most."""
-    removed = hunk.before[hunk.leading_context : len(hunk.before) - hunk.trailing_context]
-    if not removed:
-        return ""
-    first = removed[0]
-    hits = [n + 1 for n, line in enumerate(lines) if line == first]
-    text = first.strip()
-    if not hits:
-        return f"the line it changes, {text!r}, is nowhere in the file"
-    where = ", ".join(map(str, hits[:3])) + (" ..." if len(hits) > 3 else "")
-    return f"the line it changes, {text!r}, is at line {where}"
 
 
 def _drift_new_file(fp: FilePatch, lines: list[str] | None) -> tuple[list[str] | None, list[HunkDrift]]:
@@ -391,41 +349,6 @@ def _drift_new_file(fp: FilePatch, lines: list[str] | None) -> tuple[list[str] |
         HunkDrift(fp.path, i, h.header, State.CONFLICT, mismatch=mismatch, note=note)
         for i, h in enumerate(fp.hunks, start=1)
     ]
-
-
-def _same_name(path: str, names: Sequence[str]) -> str:
-    others = _others(path, names)
-    if not others:
-        return "no file of that name is left in the wheel"
-    return f"upstream moved it? a file of that name is at {', '.join(others[:3])}"
-
-
-def _others(path: str, names: Sequence[str]) -> list[str]:
-    base = PurePosixPath(path).name
-    return sorted(n for n in names if PurePosixPath(n).name == base and n != path)
-
-
-def _look_elsewhere(
-    drift: HunkDrift, hunk: Hunk, lines: Sequence[str], path: str, names: Sequence[str], read: Read
-) -> HunkDrift:
-    """A conflict whose line is gone from the file: the same-named files that hold it (code that moved).
-
-    The line looked for is the first one the hunk removes, or for a pure addition its first context line.
-    """
-    removed = hunk.before[hunk.leading_context : len(hunk.before) - hunk.trailing_context]
-    probe = removed[0] if removed else next((line for line in hunk.before if line.strip()), None)
-    if drift.state is not State.CONFLICT or probe is None or probe in lines:
-        return drift
-    hits = []
-    for other in _others(path, names):
-        data = read(other)
-        found = split_lines(decode(data)) if data is not None else []
-        if probe in found:
-            hits.append(f"{other} line {found.index(probe) + 1}")
-    if hits:
-        moved = f"{probe.strip()!r} is in {', '.join(hits[:3])}: upstream moved the code"
-        return replace(drift, note=f"{drift.note}; {moved}" if drift.note else moved)
-    return replace(drift, note=f"{drift.note}: upstream rewrote this code") if removed else drift
 
 
 # --- the commands ----------------------------------------------------------------------------------
