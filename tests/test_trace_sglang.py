@@ -1,7 +1,7 @@
 """The SGLang series on the CPU: the patched NVFP4 fp4_quantize compiles with fullgraph, upstream's does not.
 
-Each case runs one fresh interpreter (torch 2.13 CPU) with the UPSTREAM flashinfer tree of the
-release's pin on sys.path, and SGLang's files loaded by path: importing all of sglang needs far more
+Each release runs one fresh interpreter (torch 2.13 CPU) with the UPSTREAM flashinfer tree of its
+pin on sys.path, and SGLang's files loaded by path: importing all of sglang needs far more
 than this venv has, so the probe executes only the import block of `modelopt_quant.py` that picks
 `fp4_quantize` (upstream and patched), with stub parent packages and a stub SGLang kernel for SM100.
 The compute capability is faked in the subprocess: flashinfer's `get_compute_capability` (CPU tensors
