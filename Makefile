@@ -25,6 +25,14 @@ test: $(VENV)/.test-ready
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against all $(ARGS)
 
+index: $(VENV)/.ready
+	$(PY) build_wheels.py index $(ARGS)
+
+# The `wheel` package is needed only for the `wheel unpack` + `wheel pack` baseline row.
+bench: $(VENV)/.test-ready
+	$(PY) -c "import wheel" 2>/dev/null || $(PY) -m pip install -q wheel
+	$(PY) bench/run.py $(ARGS)
+
 clean:
 	rm -rf dist build src/*.egg-info .pytest_cache
 

@@ -1,0 +1,339 @@
+"""The benchmark suite: every figure measured side by side with its baseline in one run, printed as a table.
+
+    make bench                      # or: .venv/bin/python bench/run.py [--repeat N] [--markdown FILE]
+
+Each pair is timed interleaved (baseline, ours, baseline, ours, ...) so both see the same machine load,
+after one untimed warm-up run (page cache warm, upstream wheels already in the cache). Times are the
+median wall clock of the child process; CPU is its user+sys time, which a busy machine inflates less.
+Needs the upstream wheels in the cache (make wheels, make drift) and the test extras (torch, flashinfer's
+import dependencies); `wheel unpack`/`wheel pack` rows need the `wheel` package and are skipped without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from nvfp4_overlay import api, fetch  # noqa: E402
+from nvfp4_overlay.manifest import Target, load_stacks, load_upstream  # noqa: E402
+
+PY = sys.executable
+PATCHES, OVERLAY = ROOT / "patches", ROOT / "overlay"
+BIG = Target("flashinfer-python", "0.7.4")
+MiB = 1 << 20
+
+
+@dataclass
+class Timing:
+    wall: float  # median seconds
+    cpu: float  # median user+sys seconds of the child processes
+
+
+@dataclass
+class Row:
+    figure: str
+    ours: str
+    baseline: str
+    ratio: str
+    target: str
+    met: str
+
+
+def run_timed(command: Sequence[str], **kw: object) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def side_by_side(repeat: int, **commands: Callable[[], tuple[float, float]]) -> dict[str, Timing]:
+    """Run each command once untimed, then `repeat` rounds interleaved; medians per command."""
+    for fn in commands.values():
+        fn()
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, fn in commands.items():
+            samples[name].append(fn())
+    return {n: Timing(statistics.median(w for w, _ in s), statistics.median(c for _, c in s)) for n, s in samples.items()}
+
+
+def cache_dir() -> Path:
+    return fetch.default_cache_dir()
+
+
+def upstream_path(target: Target) -> Path:
+    return api.fetch_upstream(target.dist, target.version, patches_dir=PATCHES, cache_dir=cache_dir(), offline=True)
+
+
+def build_command(dist_dir: Path, *targets: str) -> list[str]:
+    return [PY, str(ROOT / "build_wheels.py"), "build", *targets, "--offline", "--quiet", "--dist-dir", str(dist_dir),
+            "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--cache-dir", str(cache_dir())]
+
+
+def fmt_s(t: Timing) -> str:
+    return f"{t.wall:.2f} s (cpu {t.cpu:.2f} s)"
+
+
+# --- 1. one big target against cp, and against wheel unpack + wheel pack --------------------------
+
+
+def bench_build_vs_copy(work: Path, repeat: int) -> list[Row]:
+    src = upstream_path(BIG)
+    cp = lambda: run_timed(["cp", str(src), str(work / "copy.whl")])  # noqa: E731
+    build = lambda: run_timed(build_command(work / "dist", str(BIG)))  # noqa: E731
+    commands = {"cp": cp, "build": build}
+    has_wheel = subprocess.run([PY, "-c", "import wheel"], capture_output=True).returncode == 0
+    if has_wheel:
+        commands["wheel"] = lambda: _wheel_unpack_pack(src, work / "wheel")
+    times = side_by_side(repeat, **commands)
+    size = src.stat().st_size / 1e6
+    with zipfile.ZipFile(src) as zf:
+        members = len(zf.infolist())
+    figure = f"build {BIG} ({size:.0f} MB, {members:,} members)"
+    ratio = times["build"].wall / times["cp"].wall
+    rows = [Row(figure + " vs `cp`", fmt_s(times["build"]), fmt_s(times["cp"]), f"{ratio:.1f}x", "<= 3x cp",
+                "yes" if ratio <= 3 else f"no, {ratio / 3:.1f}x over")]
+    if has_wheel:
+        w = times["wheel"]
+        rows.append(Row(figure + " vs `wheel unpack` + relabel + `wheel pack`", fmt_s(times["build"]), fmt_s(w),
+                        f"{times['build'].wall / w.wall:.2f}x ({w.wall / times['cp'].wall:.0f}x cp)", "", ""))
+    else:
+        rows.append(Row("`wheel unpack` + `wheel pack`", "", "skipped: the `wheel` package is not installed", "", "", ""))
+    return rows
+
+
+def _wheel_unpack_pack(src: Path, work: Path) -> tuple[float, float]:
+    """What a hand-made overlay does: unpack, relabel the dist-info and METADATA, pack again."""
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([PY, "-m", "wheel", "unpack", "-d", str(work), str(src)], check=True, stdout=subprocess.DEVNULL)
+    (tree,) = work.iterdir()
+    (info,) = tree.glob("*.dist-info")
+    new_info = info.with_name(info.name.replace(f"-{BIG.version}.", f"-{BIG.version}+nvfp4.1."))
+    info.rename(new_info)
+    metadata = new_info / "METADATA"
+    metadata.write_text(metadata.read_text().replace(f"Version: {BIG.version}\n", f"Version: {BIG.version}+nvfp4.1\n", 1))
+    (work / "out").mkdir()
+    subprocess.run([PY, "-m", "wheel", "pack", "-d", str(work / "out"), str(tree)], check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+# --- 2. the default stack's make wheels against copying its input wheels ---------------------------
+
+
+def bench_make_wheels(work: Path, repeat: int) -> list[Row]:
+    stacks = load_stacks(PATCHES)
+    targets = stacks.get(stacks.default, PATCHES).targets
+    source = fetch.Source(cache_dir(), offline=True)
+    inputs = [fetch.upstream_wheel(load_upstream(PATCHES, t), pin, source)
+              for t in targets for pin in fetch.select_wheels(load_upstream(PATCHES, t), source)]
+    make = ["make", "-s", "-C", str(ROOT), "wheels",
+            f"ARGS=--offline --quiet --dist-dir {work / 'stack'} --cache-dir {cache_dir()}"]
+    times = side_by_side(
+        repeat,
+        cp=lambda: run_timed(["cp", *map(str, inputs), str(work)]),
+        make=lambda: run_timed(make),
+    )
+    ratio = times["make"].wall / times["cp"].wall
+    names = ", ".join(p.name for p in inputs)
+    return [Row(f"`make wheels` (default stack {stacks.default}, warm cache) vs `cp` of {names}",
+                fmt_s(times["make"]), fmt_s(times["cp"]), f"{ratio:.1f}x", "", "")]
+
+
+# --- 3. drift over every flashinfer-python release -------------------------------------------------
+
+
+def bench_drift(work: Path) -> list[Row]:
+    if not (ROOT / "src" / "nvfp4_overlay" / "drift.py").exists():
+        return [Row("`drift --against all`", "", "not measured: drift has not landed", "", "", "")]
+    command = [PY, str(ROOT / "build_wheels.py"), "drift", "--against", "all", "--dist", "flashinfer-python",
+               "--offline", "--json", "--patches-dir", str(PATCHES), "--cache-dir", str(cache_dir())]
+    subprocess.run(command, capture_output=True)  # warm-up: every release in the cache, pages warm
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cells, releases = _drift_cells(done.stdout)
+    per = wall / max(cells, 1)
+    return [Row(f"`drift --against all` over {releases} flashinfer-python releases, {cells} release x series cells "
+                f"(warm cache, --offline)", f"{wall:.1f} s (cpu {cpu:.1f} s); {per:.2f} s per cell", "", "",
+                "<= 1 s per release and series", "yes" if per <= 1 else f"no, {per:.1f} s")]
+
+
+def _drift_cells(stdout: str) -> tuple[int, int]:
+    """Count (series, release) cells in drift's JSON, whatever its exact layout: objects naming both."""
+    try:
+        document = json.loads(stdout)
+    except ValueError:
+        return 0, 0
+    cells = document.get("cells") or document.get("matrix") or []
+    releases = {str(c.get("release") or c.get("version") or c.get("upstream")) for c in cells if isinstance(c, dict)}
+    return len(cells), len(releases)
+
+
+# --- 4. the CUDA version lookups, upstream vs patched ----------------------------------------------
+
+LOOKUP_PROBE = r'''
+import json, os, sys, time
+scenario = sys.argv[1]
+for var in ("CUDA_HOME", "CUDA_PATH"):
+    os.environ.pop(var, None)
+import torch
+if scenario == "cuda-torch":
+    torch.version.cuda = "12.8"  # as a CUDA build of torch reports it; flashinfer reads it at import
+spawned = []
+sys.addaudithook(lambda event, args: spawned.append(repr(args[1])[:80]) if event == "subprocess.Popen" else None)
+from flashinfer.jit import cpp_ext
+spawned.clear()
+result = {}
+start = time.perf_counter()
+cpp_ext.get_cuda_version()
+result["first_call_s"] = time.perf_counter() - start
+result["first_call_spawned"] = list(spawned)
+for name, call in [("get_cuda_version", cpp_ext.get_cuda_version),
+                   ("is_cuda_version_at_least", lambda: cpp_ext.is_cuda_version_at_least("12.8"))]:
+    spawned.clear()
+    n = 200_000
+    start = time.perf_counter()
+    for _ in range(n):
+        call()
+    result[name] = {"per_call_us": (time.perf_counter() - start) / n * 1e6, "spawned": len(spawned)}
+print(json.dumps(result))
+'''
+
+
+def bench_lookups(work: Path, version: str) -> list[Row]:
+    target = Target("flashinfer-python", version)
+    trees = {"upstream": work / "upstream-tree", "patched": work / "patched-tree"}
+    wheels = {"upstream": upstream_path(target),
+              "patched": api.build_one(target.dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY,
+                                       dist_dir=work / "lookup-dist", cache_dir=cache_dir())}
+    for kind, tree in trees.items():
+        with zipfile.ZipFile(wheels[kind]) as zf:
+            zf.extractall(tree)
+    rows = []
+    for scenario, label in [("cuda-torch", "CUDA build of torch (12.8)"), ("cpu-torch", "CPU torch, CUDA_HOME unset")]:
+        found = {}
+        for kind, tree in trees.items():
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            done = subprocess.run([PY, "-c", LOOKUP_PROBE, scenario], capture_output=True, text=True, env=env, check=True)
+            found[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+        up, pa = found["upstream"], found["patched"]
+        rows.append(Row(f"first `get_cuda_version()`, {label}, flashinfer {version}",
+                        f"{pa['first_call_s'] * 1e3:.2f} ms, {len(pa['first_call_spawned'])} subprocess(es)",
+                        f"{up['first_call_s'] * 1e3:.1f} ms, {len(up['first_call_spawned'])} subprocess(es) "
+                        f"({', '.join(up['first_call_spawned'])})", "", "no subprocess" if scenario == "cuda-torch" else "",
+                        ("yes" if not pa["first_call_spawned"] else "no") if scenario == "cuda-torch" else ""))
+        for name in ("get_cuda_version", "is_cuda_version_at_least"):
+            rows.append(Row(f"`{name}()` per call after the first, {label}",
+                            f"{pa[name]['per_call_us']:.2f} us, {pa[name]['spawned']} subprocesses",
+                            f"{up[name]['per_call_us']:.2f} us, {up[name]['spawned']} subprocesses",
+                            f"{pa[name]['per_call_us'] / up[name]['per_call_us']:.2f}x", "", ""))
+    return rows
+
+
+# --- 5. peak memory of the big build ----------------------------------------------------------------
+
+MEMORY_PROBE = r'''
+import resource, sys
+from nvfp4_overlay import cli
+if sys.argv[1] == "build":
+    code = cli.main(sys.argv[2:])
+    assert code == 0, code
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+'''
+
+
+def bench_memory(work: Path) -> list[Row]:
+    src = upstream_path(BIG)
+    with zipfile.ZipFile(src) as zf:
+        infos = zf.infolist()
+    largest = max(infos, key=lambda i: i.file_size)
+    total = sum(i.file_size for i in infos)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    args = build_command(work / "memory-dist", str(BIG))[2:]  # from "build" on
+    peak = int(subprocess.run([PY, "-c", MEMORY_PROBE, "build", *args], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()[-1]) * 1024
+    idle = int(subprocess.run([PY, "-c", MEMORY_PROBE, "idle"], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()[-1]) * 1024
+    target = largest.file_size + 64 * MiB
+    return [Row(f"peak RSS of the {BIG} build (largest member {largest.file_size / MiB:.1f} MiB, "
+                f"{total / MiB:.0f} MiB uncompressed in all)",
+                f"{peak / MiB:.1f} MiB", f"{idle / MiB:.1f} MiB: the interpreter with the tool imported, idle",
+                "", f"< {target / MiB:.1f} MiB", "yes" if peak < target else f"no, {(peak - target) / MiB:.1f} MiB over")]
+
+
+# --- the report -------------------------------------------------------------------------------------
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor() or "unknown CPU")
+    mem = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                if line.startswith("MemTotal")), 0)
+    load = os.getloadavg()[0]
+    return (f"{os.cpu_count()} CPUs (nproc), {cpu}, {mem / (1 << 20):.0f} GiB memory, Linux {platform.release()}, "
+            f"Python {platform.python_version()}; load average {load:.1f} when the run started")
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = ["figure", "nvfp4-overlay", "baseline", "ratio", "target", "met"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join([r.figure, r.ours, r.baseline, r.ratio, r.target, r.met]) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds per pair (default 5)")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the machine line and the table here")
+    parser.add_argument("--lookup-version", default="0.6.8.post1", help="flashinfer-python for the lookup rows")
+    args = parser.parse_args(argv)
+    about = machine()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="nvfp4-bench-") as tmp:
+        work = Path(tmp)
+        for name, bench in [("build vs cp", lambda: bench_build_vs_copy(work, args.repeat)),
+                            ("make wheels", lambda: bench_make_wheels(work, args.repeat)),
+                            ("drift", lambda: bench_drift(work)),
+                            ("lookups", lambda: bench_lookups(work, args.lookup_version)),
+                            ("memory", lambda: bench_memory(work))]:
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            try:
+                rows += bench()
+            except (subprocess.CalledProcessError, OSError, ValueError) as exc:  # one broken figure, not the table
+                stderr = getattr(exc, "stderr", None) or ""
+                rows.append(Row(name, f"failed: {exc} {stderr.strip()[-300:]}".replace("\n", " "), "", "", "", ""))
+    text = f"Machine: {about}\n\n{table(rows)}\n"
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
