@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from nvfp4_overlay import api, fetch  # noqa: E402
-from nvfp4_overlay.manifest import Target, load_stacks, load_upstream  # noqa: E402
+from nvfp4_overlay import api, fetch
+from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
 
 PY = sys.executable
 PATCHES, OVERLAY = ROOT / "patches", ROOT / "overlay"
@@ -97,10 +97,10 @@ def fmt_s(t: Timing) -> str:
 
 def bench_build_vs_copy(work: Path, repeat: int) -> list[Row]:
     src = upstream_path(BIG)
-    cp = lambda: run_timed(["cp", str(src), str(work / "copy.whl")])  # noqa: E731
-    build = lambda: run_timed(build_command(work / "dist", str(BIG)))  # noqa: E731
+    cp = lambda: run_timed(["cp", str(src), str(work / "copy.whl")])
+    build = lambda: run_timed(build_command(work / "dist", str(BIG)))
     commands = {"cp": cp, "build": build}
-    has_wheel = subprocess.run([PY, "-c", "import wheel"], capture_output=True).returncode == 0
+    has_wheel = subprocess.run([PY, "-c", "import wheel"], check=False, capture_output=True).returncode == 0
     if has_wheel:
         commands["wheel"] = lambda: _wheel_unpack_pack(src, work / "wheel")
     times = side_by_side(repeat, **commands)
@@ -170,10 +170,10 @@ def bench_drift(work: Path) -> list[Row]:
         return [Row("`drift --against all`", "", "not measured: drift has not landed", "", "", "")]
     command = [PY, str(ROOT / "build_wheels.py"), "drift", "--against", "all", "--dist", "flashinfer-python",
                "--offline", "--json", "--patches-dir", str(PATCHES), "--cache-dir", str(cache_dir())]
-    subprocess.run(command, capture_output=True)  # warm-up: every release in the cache, pages warm
+    subprocess.run(command, check=False, capture_output=True)  # warm-up: every release in the cache, pages warm
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, check=False, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -303,7 +303,7 @@ def machine() -> str:
 def table(rows: Sequence[Row]) -> str:
     head = ["figure", "nvfp4-overlay", "baseline", "ratio", "target", "met"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join([r.figure, r.ours, r.baseline, r.ratio, r.target, r.met]) + " |" for r in rows]
+    lines += [f"| {r.figure} | {r.ours} | {r.baseline} | {r.ratio} | {r.target} | {r.met} |" for r in rows]
     return "\n".join(lines)
 
 

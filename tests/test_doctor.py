@@ -53,7 +53,7 @@ def new_env(env: Path, *wheels: Path) -> Path:
 
 def doctor(env: Path, patches: Path, *args: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--json",
-                           "--patches-dir", str(patches), *args], capture_output=True, text=True, timeout=600)
+                           "--patches-dir", str(patches), *args], check=False, capture_output=True, text=True, timeout=600)
     try:
         document = json.loads(done.stdout)
     except ValueError:
@@ -130,8 +130,10 @@ def test_an_unpatched_sglang_fails_the_gate_even_with_a_patched_flashinfer(make_
     code, document = doctor(make_env(fakes["flashinfer+"], fakes["sglang"]), fakes["patches"], "--no-trace")
     assert code == 1
     assert document["problems"] == [
-        "sglang 0.5.9 is the unpatched upstream release; a series exists for it: build it with "
-        "'nvfp4-overlay build sglang==0.5.9' (or 'make wheels STACK=...') and pip install the wheel"
+        (
+            "sglang 0.5.9 is the unpatched upstream release; a series exists for it: build it with "
+            "'nvfp4-overlay build sglang==0.5.9' (or 'make wheels STACK=...') and pip install the wheel"
+        )
     ]
 
 
@@ -173,7 +175,7 @@ def test_no_flashinfer_at_all(make_env: Env, fakes: dict[str, Path]) -> None:
 def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -> None:
     env = make_env(fakes["flashinfer+"])
     done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--no-trace",
-                           "--patches-dir", str(fakes["patches"])], capture_output=True, text=True)
+                           "--patches-dir", str(fakes["patches"])], check=False, capture_output=True, text=True)
     assert done.returncode == 0
     assert "1.0+nvfp4.1  patched, revision 1" in done.stdout
     assert "patches: 0001-change.patch" in done.stdout

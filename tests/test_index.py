@@ -22,7 +22,7 @@ def pip_install(index: Path, requirement: str, target: Path) -> subprocess.Compl
     """pip as a fleet machine runs it: only this index, no dependencies, into a fresh target."""
     command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-cache-dir",
                "--index-url", index.resolve().as_uri(), "--no-deps", "--target", str(target), requirement]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, check=False, capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture

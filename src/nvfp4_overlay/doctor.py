@@ -284,7 +284,7 @@ def run_probe(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     command = [sys.executable, "-c", PROBE]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env)
         stdout, stderr, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
