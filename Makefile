@@ -25,6 +25,13 @@ test: $(VENV)/.test-ready
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against all $(ARGS)
 
+# The applier against GNU patch and the archive round trip, FUZZ_EXAMPLES cases per property
+# (`make test` runs 200); minutes, not in CI. Needs GNU patch on PATH.
+FUZZ_EXAMPLES ?= 10000
+fuzz: $(VENV)/.test-ready
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_applier_properties.py \
+		--hypothesis-show-statistics --hypothesis-seed=0 $(ARGS)
+
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)
 

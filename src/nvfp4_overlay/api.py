@@ -73,7 +73,7 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
                 log(f"{target}: {pin.filename}")
                 path = fetch.upstream_wheel(upstream, pin, options.source)
                 progress.report(f"[{number}/{len(targets)}] {target}: building from {pin.filename}")
-                with WheelReader(path) as reader:
+                with WheelReader(path, sha256=pin.sha256) as reader:  # hashed on the handle it reads
                     plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
                     with writes.open(plan.filename) as out:
                         write_wheel(out, reader, plan.entries, date_time)

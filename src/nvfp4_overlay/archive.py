@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import struct
@@ -14,11 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
 
-from .errors import UnsafeArchiveError
+from .errors import HashMismatchError, UnsafeArchiveError
 
 CHUNK = 1 << 20
 MAX_MEMBER_SIZE = 4 << 30  # no member of a real FlashInfer or SGLang wheel comes near 4 GiB
 MAX_RATIO = 200  # deflate tops out near 1032:1; upstream members stay far below 200:1 above 1 MiB
+MAX_TOTAL_SIZE = 16 << 30  # flashinfer-python 0.7.4, the largest pinned wheel, unpacks to 716 MB
+# Methods zipfile can decompress (stored, deflated, bzip2, lzma); anything else could not be checked.
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+_DATA_DESCRIPTOR = 0x8
+UNTRUSTED = "pin another file in upstream.toml and check where this one came from"
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
 _CENTRAL_HEADER = struct.Struct("<4sBBHHHHHIIIHHHHHII")
 _END = struct.Struct("<4sHHHHIIH")
@@ -47,16 +53,25 @@ Entry = NewMember | CopiedMember
 
 
 class WheelReader:
-    """A zip opened for reading, whose every member was checked to stay inside the wheel root."""
+    """A zip opened for reading, whose every member was checked to stay inside the wheel root.
 
-    def __init__(self, path: Path) -> None:
+    With `sha256`, the digest is taken from the very file handle the members are then read from,
+    so a file swapped after fetch checked it is refused too (pip's --require-hashes, at the reader).
+    """
+
+    def __init__(self, path: Path, *, sha256: str | None = None) -> None:
         self.path = path
         self._file: BinaryIO = path.open("rb")
         try:
+            if sha256 is not None:
+                _check_handle_sha256(path, self._file, sha256)
             self._zip = zipfile.ZipFile(self._file)
             self.infos = {info.filename: info for info in _checked_infos(path, self._zip)}
-        except zipfile.BadZipFile as exc:
+            self._data_start = _checked_extents(path, self._file, self._zip)
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
             self._file.close()
+            if isinstance(exc, UnsafeArchiveError):
+                raise
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
             raise UnsafeArchiveError(msg) from exc
         except BaseException:
@@ -78,26 +93,23 @@ class WheelReader:
         return list(self.infos)
 
     def read(self, name: str) -> bytes:
-        """Decompress one member; zipfile checks its CRC-32 as it reads."""
+        """Decompress one member; zipfile stops at the declared size and checks the CRC-32 as it reads."""
+        info = self.infos.get(name)
+        if info is None:
+            msg = f"{self.path}: has no member {name}; the wheel is malformed (delete it and download it again)"
+            raise UnsafeArchiveError(msg)
         try:
-            return self._zip.read(self.infos[name])
-        except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            return self._zip.read(info)
+        except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
             msg = f"{self.path}: member {name} is corrupt ({exc}); delete the file and download it again"
             raise UnsafeArchiveError(msg) from exc
 
     def raw_chunks(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
-        """The member's compressed bytes as stored, read in chunks (never the whole archive in memory)."""
-        self._file.seek(info.header_offset)
-        header = self._file.read(_LOCAL_HEADER.size)
-        if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
-            msg = f"{self.path}: member {info.filename} has no local header where the directory says"
-            raise UnsafeArchiveError(msg)
-        fields = _LOCAL_HEADER.unpack(header)
-        name = self._file.read(fields[9])
-        self._file.seek(fields[10], os.SEEK_CUR)
-        if name.decode("utf-8" if fields[2] & _UTF8_FLAG else "cp437") != info.orig_filename:
-            msg = f"{self.path}: member {info.filename} is named differently in its local header"
-            raise UnsafeArchiveError(msg)
+        """The member's compressed bytes as stored, read in chunks (never the whole archive in memory).
+
+        Its local header was checked against the central directory when the archive was opened.
+        """
+        self._file.seek(self._data_start[info.filename])
         left = info.compress_size
         while left:
             chunk = self._file.read(min(CHUNK, left))
@@ -118,26 +130,91 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
         seen.add(info.filename.lower())
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        msg = f"{path}: unsafe archive, refused before extracting anything:\n  {shown}"
+        msg = f"{path}: unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        raise UnsafeArchiveError(msg)
+    total = sum(i.file_size for i in zf.infolist())
+    if total > MAX_TOTAL_SIZE:
+        msg = f"{path}: members declare {total} bytes in all, above the {MAX_TOTAL_SIZE} limit (a zip bomb?); {UNTRUSTED}"
         raise UnsafeArchiveError(msg)
     return iter(i for i in zf.infolist() if not i.is_dir())
 
 
-def member_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
-    """Why a member may not be read from a wheel, or None (PEP 427 members are relative posix paths)."""
-    name = info.filename
+def _check_handle_sha256(path: Path, handle: BinaryIO, expected: str) -> None:
+    digest = hashlib.sha256()
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
+    handle.seek(0)
+    if digest.hexdigest() != expected:
+        msg = (
+            f"{path}: sha256 {digest.hexdigest()} does not match {expected} pinned in upstream.toml "
+            f"(the file changed after it was fetched); delete it and build again"
+        )
+        raise HashMismatchError(msg)
+
+
+def _checked_extents(path: Path, handle: BinaryIO, zf: zipfile.ZipFile) -> dict[str, int]:
+    """Where each member's data starts, after checking its local header against the central directory.
+
+    A zip bomb that lies about sizes in one of the two headers, or members whose data overlap
+    (D. Fifield's non-recursive bomb) or run into the central directory, is refused here.
+    """
+    starts: dict[str, int] = {}
+    problems: list[str] = []
+    ordered = sorted(zf.infolist(), key=lambda i: i.header_offset)
+    limits = [i.header_offset for i in ordered[1:]] + [getattr(zf, "start_dir", os.fstat(handle.fileno()).st_size)]
+    for info, limit in zip(ordered, limits):
+        handle.seek(info.header_offset)
+        header = handle.read(_LOCAL_HEADER.size)
+        if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+            problems.append(f"{info.filename!r}: no local header where the central directory says")
+            continue
+        _, _, flags, method, _, _, crc, csize, size, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+        name = handle.read(name_len).decode("utf-8" if flags & _UTF8_FLAG else "cp437", "replace")
+        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        if name != info.orig_filename:
+            problems.append(f"{info.filename!r}: named {name!r} in its local header")
+        elif method != info.compress_type:
+            problems.append(f"{info.filename!r}: compression method {method} in its local header, {info.compress_type} in the directory")
+        elif not flags & _DATA_DESCRIPTOR and (crc, csize, size) != (info.CRC, info.compress_size, info.file_size) and 0xFFFFFFFF not in (csize, size):
+            problems.append(
+                f"{info.filename!r}: its local header declares {size} bytes ({csize} compressed), "
+                f"the central directory {info.file_size} ({info.compress_size}) (a zip bomb?)"
+            )
+        elif start + info.compress_size > limit:
+            problems.append(f"{info.filename!r}: its data overlap the next member or the central directory (a zip bomb?)")
+        starts[info.filename] = start
+    if problems:
+        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
+        msg = f"{path}: corrupt or unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        raise UnsafeArchiveError(msg)
+    return starts
+
+
+def name_problem(name: str) -> str | None:
+    """Why a name may not be a wheel member, or None (PEP 427 members are relative posix paths)."""
     parts = PurePosixPath(name).parts
-    mode = info.external_attr >> 16
     if name.startswith("/") or (parts and ":" in parts[0]):
         return "absolute path or drive letter"
     if "\\" in name:
         return "backslash in the name"
     if ".." in parts or "." in name.split("/"):
         return "'..' or '.' in the path"
-    if "\x00" in name or not parts:
-        return "empty or NUL in the name"
+    if "\x00" in name or not parts or "" in name.rstrip("/").split("/"):
+        return "empty component or NUL in the name"
+    return None
+
+
+def member_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
+    """Why a member may not be read from a wheel, or None (PEP 427 members are relative posix paths)."""
+    name = info.filename
+    mode = info.external_attr >> 16
+    problem = name_problem(name)
+    if problem:
+        return problem
     if info.flag_bits & 0x1:
         return "encrypted"
+    if info.compress_type not in _METHODS:
+        return f"compression method {info.compress_type}, which zipfile cannot check"
     if mode and stat.S_IFMT(mode) in _BAD_TYPES:
         return "a symlink or device file"
     if name.lower() in seen:
@@ -215,22 +292,41 @@ class AtomicWrites:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._pending: list[tuple[Path, Path]] = []
+        self._made: list[Path] = []  # directories this object created, removed again if nothing lands
 
     def __enter__(self) -> AtomicWrites:
         return self
 
     def open(self, name: str) -> IO[bytes]:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        if not self.directory.is_dir():
+            missing = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._made += missing  # deepest first, the order rmdir needs
         handle = tempfile.NamedTemporaryFile(dir=self.directory, prefix=f".{name}.", suffix=".tmp", delete=False)
         self._pending.append((Path(handle.name), self.directory / name))
         return handle
 
     def commit(self) -> None:
+        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; a wheel is read by whoever installs it
         for temp, final in self._pending:
+            os.chmod(temp, mode)
             os.replace(temp, final)
         self._pending.clear()
+        self._made.clear()
 
     def __exit__(self, exc_type: object, *exc: object) -> None:
         for temp, _ in self._pending:  # not committed: an error happened, leave the directory as it was
             temp.unlink(missing_ok=True)
         self._pending.clear()
+        for directory in self._made:
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        self._made.clear()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .archive import CopiedMember, Entry, NewMember, WheelReader
+from .archive import UNTRUSTED, CopiedMember, Entry, NewMember, WheelReader, name_problem
 from .errors import ConfigError, UnsafeArchiveError
 from .manifest import OverlayFile, Upstream, UpstreamWheel
 from .metadata import (
     PROVENANCE,
     DistInfo,
     RecordRow,
+    checked_read,
     find_dist_info,
     local_filename,
     parse_record,
@@ -46,15 +47,17 @@ def plan_wheel(
     *,
     fuzz: int = 0,
 ) -> Plan:
-    # 1. The dist-info, checked against the filename and METADATA.
+    # 1. The dist-info, checked against the filename and METADATA; RECORD, checked against the archive.
     old = find_dist_info(pin.filename, reader.names, reader.read)
     new = old.relabelled(upstream.local_version)
+    record = parse_record(reader.read(f"{old.dist_info}/RECORD"), f"{pin.filename}: {old.dist_info}/RECORD")
+    read = checked_read(reader.read, record, pin.filename)  # what the build decompresses, it hashes
+    read(f"{old.dist_info}/METADATA")  # the requirements the patched wheel keeps are upstream's own
     # 2. The series, applied in memory to the members it touches (and only those are decompressed).
-    applied = apply_series(series, lambda path: reader.read(path) if path in reader.infos else None, fuzz=fuzz)
+    applied = apply_series(series, lambda path: read(path) if path in reader.infos else None, fuzz=fuzz)
     # 3. The overlay: new files only; replacing an upstream file is a patch's job.
     changed = _with_overlay(applied, overlay, reader, upstream)
     # 4. Unchanged members keep their bytes and RECORD rows; the dist-info moves to the new version.
-    record = parse_record(reader.read(f"{old.dist_info}/RECORD"), f"{pin.filename}: {old.dist_info}/RECORD")
     copied, rows = _carried_over(reader, old, new, changed, record, pin.filename)
     made = _made_members(old, new, reader, changed, upstream, pin, series, overlay, applied)
     rows += [RecordRow(m.name, record_hash(m.data), str(len(m.data))) for m in made]
@@ -62,21 +65,41 @@ def plan_wheel(
     made.append(NewMember(record_path, write_record(record_path, rows)))
     # 5. Sorted members, the dist-info last and RECORD last of all: the same inputs, the same bytes.
     entries = sorted([*copied, *made], key=lambda e: (e.name.startswith(new.dist_info + "/"), e.name == record_path, e.name))
+    _check_names(entries, pin.filename)
     return Plan(local_filename(pin.filename, upstream.local_version), tuple(entries), tuple(applied.hunks), tuple(f.path for f in overlay))
+
+
+def _check_names(entries: Sequence[Entry], filename: str) -> None:
+    """The build never writes a wheel its own reader would refuse (names that differ only in case too)."""
+    seen: set[str] = set()
+    for entry in entries:
+        problem = name_problem(entry.name) or ("a second member of this name" if entry.name.lower() in seen else None)
+        if problem:
+            msg = f"{filename}: the patched wheel would hold {entry.name!r} ({problem}); fix the patch or overlay that adds it"
+            raise ConfigError(msg)
+        seen.add(entry.name.lower())
 
 
 def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: WheelReader, upstream: Upstream) -> dict[str, bytes | None]:
     changed = dict(applied.files)
+    present = {n for n in reader.infos if changed.get(n, b"") is not None} | {n for n, d in changed.items() if d is not None}
+    kept = {n.lower() for n in present}  # names that differ only in case collide on macOS and Windows
     for item in overlay:
-        exists = changed[item.path] is not None if item.path in changed else item.path in reader.infos
-        if exists:
+        problem = name_problem(item.path)
+        if problem:
+            msg = f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: {problem}; rename the file"
+            raise ConfigError(msg)
+        if item.path.lower() in kept:
             msg = (
                 f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: would overwrite "
                 f"upstream's {item.path}; change that file with a patch in the series instead"
             )
             raise ConfigError(msg)
         if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
-            msg = f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: the overlay may not add metadata"
+            msg = (
+                f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: the overlay may not add "
+                f"metadata (the build writes the dist-info); remove the file"
+            )
             raise ConfigError(msg)
         changed[item.path] = item.data
     return changed
@@ -94,14 +117,18 @@ def _carried_over(
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
         row = record.get(name)
         if row is None or not row.hash:
-            msg = f"{filename}: {name} is not in its RECORD (or has no hash); the upstream wheel is malformed"
+            msg = f"{filename}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
             raise UnsafeArchiveError(msg)
         if row.size and int(row.size) != info.file_size:
-            msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}"
+            msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}; {UNTRUSTED}"
             raise UnsafeArchiveError(msg)
         new_name = old.rename(name, new)
         copied.append(CopiedMember(new_name, info))
         rows.append(RecordRow(new_name, row.hash, str(info.file_size)))
+    absent = sorted(set(record) - set(reader.infos))
+    if absent:
+        msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"
+        raise UnsafeArchiveError(msg)
     return copied, rows
 
 

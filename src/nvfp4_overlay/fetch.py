@@ -94,14 +94,23 @@ def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> 
     return _download(upstream, wheel, source)
 
 
-def check_sha256(path: Path, wheel: UpstreamWheel, *, remove: bool) -> None:
+def check_sha256(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str = "") -> None:
+    """Refuse a file whose digest is not the pinned one, before anything opens it as a zip.
+
+    With `remove`, the file is deleted (a bad cache entry, or a download that must not be kept).
+    """
     actual = file_sha256(path)
     if actual != wheel.sha256:
         if remove:
             path.unlink(missing_ok=True)
-        gone = "; the cached copy was removed, the next run downloads it again" if remove else ""
+        if origin == "download":
+            what, gone = f"{wheel.filename} as pip downloaded it", "; it was not kept"
+        elif remove:
+            what, gone = str(path), "; the cached copy was removed, the next run downloads it again"
+        else:
+            what, gone = str(path), "; replace the file in the wheelhouse with the pinned one"
         msg = (
-            f"{path}: sha256 {actual} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
+            f"{what}: sha256 {actual} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
             f"If upstream re-published the file, check why before changing the pin"
         )
         raise HashMismatchError(msg)
@@ -122,7 +131,7 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Path:
                 f"Check pip's index configuration, or pass --wheelhouse DIR holding the file"
             )
             raise FetchError(msg)
-        check_sha256(got, wheel, remove=True)
+        check_sha256(got, wheel, remove=True, origin="download")
         cached = source.wheels_dir / wheel.filename
         os.replace(got, cached)
     return cached

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from email.parser import HeaderParser
 from typing import Any
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
-from packaging.version import Version
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
+from .archive import UNTRUSTED
 from .errors import UnsafeArchiveError
 
 PROVENANCE = "NVFP4_OVERLAY.json"
+_RECORD_HASH = re.compile(r"[a-z0-9_]+=[A-Za-z0-9_-]+=*")  # PEP 376: algorithm=urlsafe-base64 digest
 
 
 @dataclass(frozen=True)
@@ -51,24 +53,49 @@ class DistInfo:
 
 
 def find_dist_info(filename: str, names: Iterable[str], metadata: Callable[[str], bytes]) -> DistInfo:
-    """The single .dist-info of a wheel, checked against the filename and its own METADATA."""
+    """The single .dist-info of a wheel, checked against the filename and its own METADATA.
+
+    PEP 427: the .dist-info (and any .data) directory sits at the root; one anywhere else would be
+    metadata an installer never reads, so such a wheel is refused rather than guessed at.
+    """
     where = f"{filename}"
-    name, version, _, _ = parse_wheel_filename(filename)
-    tops = sorted({n.split("/", 1)[0] for n in names if "/" in n and n.split("/", 1)[0].endswith(".dist-info")})
-    if len(tops) != 1:
-        msg = f"{where}: expected exactly one top-level .dist-info directory, found {tops or 'none'}"
+    names = list(names)
+    try:
+        name, version, _, _ = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion) as exc:
+        msg = f"{where}: not a wheel filename ({exc}); {UNTRUSTED}"
+        raise UnsafeArchiveError(msg) from exc
+    nested = sorted({n for n in names if any(p.endswith(".dist-info") for p in n.split("/")[1:-1])})
+    if nested:
+        msg = f"{where}: .dist-info directory outside the wheel root: {', '.join(nested[:5])}; {UNTRUSTED}"
+        raise UnsafeArchiveError(msg)
+    tops = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) != 1 or f"{tops[0]}/METADATA" not in names:
+        found = f"{tops[0]} without METADATA" if len(tops) == 1 else (tops or "none")
+        msg = f"{where}: expected exactly one top-level .dist-info directory holding METADATA, found {found}; {UNTRUSTED}"
         raise UnsafeArchiveError(msg)
     prefix = tops[0][: -len(".dist-info")]
     dir_name, _, dir_version = prefix.rpartition("-")
-    if canonicalize_name(dir_name) != name or Version(dir_version) != version:
-        msg = f"{where}: the filename says {name} {version} but the directory is {tops[0]}"
+    if canonicalize_name(dir_name) != name or not _same_version(dir_version, version):
+        msg = f"{where}: the filename says {name} {version} but the directory is {tops[0]}; {UNTRUSTED}"
+        raise UnsafeArchiveError(msg)
+    data_dirs = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".data")} - {f"{prefix}.data"})
+    if data_dirs:
+        msg = f"{where}: {', '.join(data_dirs)} does not match the dist-info {tops[0]} (PEP 427 wants {prefix}.data); {UNTRUSTED}"
         raise UnsafeArchiveError(msg)
     headers = HeaderParser().parsestr(metadata(f"{tops[0]}/METADATA").decode("utf-8", "replace"))
     meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
     if canonicalize_name(meta_name) != name or meta_version != dir_version:
-        msg = f"{where}: METADATA says {meta_name} {meta_version}, the filename {name} {version}"
+        msg = f"{where}: METADATA says {meta_name} {meta_version}, the filename {name} {version}; {UNTRUSTED}"
         raise UnsafeArchiveError(msg)
     return DistInfo(prefix, str(name), dir_version)
+
+
+def _same_version(text: str, version: Version) -> bool:
+    try:
+        return Version(text) == version
+    except InvalidVersion:
+        return False
 
 
 def local_filename(filename: str, local_version: str) -> str:
@@ -101,15 +128,63 @@ class RecordRow:
 
 
 def parse_record(data: bytes, where: str) -> dict[str, RecordRow]:
+    """RECORD's rows by path; every malformed row is reported at once (as installer's validation does)."""
     rows: dict[str, RecordRow] = {}
-    for row in csv.reader(io.StringIO(data.decode("utf-8"))):
+    problems: list[str] = []
+    try:
+        parsed = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        msg = f"{where}: not a CSV file of UTF-8 text ({exc}); {UNTRUSTED}"
+        raise UnsafeArchiveError(msg) from exc
+    for number, row in enumerate(parsed, start=1):
         if not row:
             continue
         if len(row) != 3:
-            msg = f"{where}: RECORD row {row!r} does not have three fields"
-            raise UnsafeArchiveError(msg)
-        rows[row[0]] = RecordRow(*row)
+            problems.append(f"row {number} {row!r} does not have three fields")
+        elif row[0] in rows:
+            problems.append(f"row {number}: {row[0]} is listed twice")
+        elif row[1] and not _RECORD_HASH.fullmatch(row[1]):
+            problems.append(f"row {number}: {row[0]} has hash {row[1]!r}, not 'sha256=<urlsafe base64>'")
+        elif row[2] and not row[2].isdigit():
+            problems.append(f"row {number}: {row[0]} has size {row[2]!r}, not a number of bytes")
+        else:
+            rows[row[0]] = RecordRow(*row)
+    if problems:
+        msg = f"{where}: malformed RECORD ({UNTRUSTED}):\n  " + "\n  ".join(problems[:20])
+        raise UnsafeArchiveError(msg)
     return rows
+
+
+def _matches(row: RecordRow, data: bytes) -> bool:
+    algorithm, _, digest = row.hash.partition("=")
+    if algorithm not in hashlib.algorithms_guaranteed or algorithm in ("md5", "sha1"):
+        return False  # PEP 427: a hash weaker than sha256 is not accepted
+    actual = base64.urlsafe_b64encode(hashlib.new(algorithm, data).digest()).rstrip(b"=").decode()
+    return digest.rstrip("=") == actual and (not row.size or int(row.size) == len(data))
+
+
+def checked_read(read: Callable[[str], bytes], record: Mapping[str, RecordRow], where: str) -> Callable[[str], bytes]:
+    """`read`, checking each member's bytes against its RECORD row before anything uses them.
+
+    The build decompresses only what it patches; unchanged members are copied raw with their
+    upstream rows, and `verify` hashes every member of the result (see README, reliability).
+    """
+
+    def checked(name: str) -> bytes:
+        data = read(name)
+        row = record.get(name)
+        if row is None or not row.hash:
+            msg = f"{where}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
+            raise UnsafeArchiveError(msg)
+        if not _matches(row, data):
+            msg = (
+                f"{where}: {name} is {record_hash(data)} ({len(data)} bytes), its RECORD says {row.hash} "
+                f"({row.size} bytes): corrupt or altered; {UNTRUSTED}"
+            )
+            raise UnsafeArchiveError(msg)
+        return data
+
+    return checked
 
 
 def write_record(record_path: str, rows: Iterable[RecordRow]) -> bytes:

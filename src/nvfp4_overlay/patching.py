@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path, PurePosixPath
 
 import unidiff
@@ -17,6 +18,9 @@ DEP3_FIELDS = ("Description", "Subject", "Origin", "Bug", "Forwarded", "Author",
 _FIELD = re.compile(r"^([A-Za-z][A-Za-z0-9-]*):[ \t]?(.*)$")
 _DIFF_START = re.compile(r"^(diff --git |--- |Index: )")
 _DEP3_NAMES = {name.lower(): name for name in DEP3_FIELDS} | {"from": "Author"}
+_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_PATCH_GLOBS = ("*.patch", "*.diff")
+_DEV_NULL = "/dev/null"
 
 
 @dataclass(frozen=True)
@@ -135,22 +139,24 @@ def read_series(directory: Path) -> Series:
     """Read `series` and every patch it names; every problem in the series is reported at once."""
     series_file = directory / "series"
     if not series_file.exists():
-        unlisted = tuple(sorted(p.name for p in directory.glob("*.patch")))
+        unlisted = _patch_files(directory)
         if unlisted:
             msg = f"{series_file}: not found, but {directory} holds {', '.join(unlisted)}; list them in a series file"
             raise ConfigError(msg)
         return Series(directory, ())
     names = []
-    for line in decode(series_file.read_bytes()).splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry:
-            names.append(entry.split()[0])  # quilt allows "-p1" after the name; -p1 is all we take
     problems: list[str] = []
+    for number, line in enumerate(decode(series_file.read_bytes()).splitlines(), start=1):
+        entry = line.split("#", 1)[0].split()
+        if entry:
+            names.append(entry[0])  # quilt allows "-p1" after the name; -p1 is all we take
+            if entry[1:] not in ([], ["-p1"]):
+                problems.append(f"line {number}: {' '.join(entry[1:])!r} after {entry[0]}: only -p1 patches are taken")
     patches: list[Patch] = []
     for name in names:
         path = directory / name
         if "/" in name or "\\" in name or name.startswith("."):
-            problems.append(f"{name}: patch names are plain file names in {directory}")
+            problems.append(f"{name}: patch names are plain file names; move the patch into {directory} and list its name")
         elif names.count(name) > 1:
             problems.append(f"{name}: listed more than once")
         elif not path.is_file():
@@ -163,17 +169,22 @@ def read_series(directory: Path) -> Series:
     if problems:
         msg = f"{series_file}: " + "\n  ".join(["the series cannot be read:", *sorted(set(problems))])
         raise ConfigError(msg)
-    unlisted = tuple(sorted(p.name for p in directory.glob("*.patch") if p.name not in names))
+    unlisted = tuple(n for n in _patch_files(directory) if n not in names)
     return Series(directory, tuple(patches), unlisted)
+
+
+def _patch_files(directory: Path) -> tuple[str, ...]:
+    return tuple(sorted({p.name for pattern in _PATCH_GLOBS for p in directory.glob(pattern)}))
 
 
 def read_patch(path: Path) -> Patch:
     data = path.read_bytes()
     text = decode(data)
     lines = split_lines(text)
+    _check_hunk_lines(path, lines)
     try:
         patchset = unidiff.PatchSet(lines)
-    except unidiff.UnidiffParseError as exc:
+    except (unidiff.UnidiffParseError, ValueError, IndexError, AttributeError) as exc:
         msg = f"{path}: not a unified diff that parses ({exc}); regenerate it with 'diff -u' or 'git diff'"
         raise ConfigError(msg) from exc
     files = tuple(_file_patch(path, pf) for pf in patchset)
@@ -181,6 +192,38 @@ def read_patch(path: Path) -> Patch:
         msg = f"{path}: holds no diff; remove it from the series or regenerate it"
         raise ConfigError(msg)
     return Patch(path.name, path, hashlib.sha256(data).hexdigest(), parse_dep3(lines), files)
+
+
+def _check_hunk_lines(path: Path, lines: Sequence[str]) -> None:
+    """Refuse what unidiff passes over in silence: an '@@' line that is not a hunk header (it skips
+    the hunk), and body lines beyond the counts a header gives (it drops them); GNU patch refuses both."""
+    problems: list[str] = []
+    old = new = 0
+    header = ""
+    ended = False  # the line before completed a hunk
+    for number, line in enumerate(lines, start=1):
+        kind = line[:1] if line not in ("\n", "\r\n") else " "  # an empty line is empty context
+        if old > 0 or new > 0:
+            old -= kind in " -"
+            new -= kind in " +"
+            if kind not in " -+\\" or old < 0 or new < 0:
+                problems.append(f"line {number}: hunk {header} holds other lines than its header counts")
+                old = new = 0
+            ended = old == 0 and new == 0
+            continue
+        match = _HUNK_HEADER.match(line)
+        if match:
+            header = match.group(0)
+            old = 1 if match.group(2) is None else int(match.group(2))
+            new = 1 if match.group(4) is None else int(match.group(4))
+        elif line.startswith("@@"):
+            problems.append(f"line {number}: malformed hunk header {line.rstrip()!r}")
+        elif ended and kind in " -+" and not line.startswith("--- ") and line.rstrip("\r\n") not in ("--", "-- ", "---"):
+            problems.append(f"line {number}: hunk {header} holds more lines than its header counts")
+        ended = ended and kind == "\\"
+    if problems:
+        msg = f"{path}: " + "\n  ".join(["malformed unified diff; regenerate it with 'diff -u' or 'git diff':", *problems[:20]])
+        raise ConfigError(msg)
 
 
 def parse_dep3(lines: Sequence[str]) -> dict[str, str]:
@@ -211,9 +254,18 @@ def _file_patch(path: Path, pf: unidiff.PatchedFile) -> FilePatch:
     if pf.is_binary_file:
         msg = f"{where}: binary diffs are refused; ship the file in overlay/ instead"
         raise ConfigError(msg)
-    source = None if pf.is_added_file else _strip(pf.source_file, where)
-    target = None if pf.is_removed_file else _strip(pf.target_file, where)
+    # Only /dev/null adds or deletes a file (git's "new file mode" sets it too): unidiff also calls a
+    # lone "@@ -0,0" hunk an added file, but that is an insertion into an empty file, as GNU patch reads it.
+    source = None if pf.source_file == _DEV_NULL else _strip(pf.source_file, where)
+    target = None if pf.target_file == _DEV_NULL else _strip(pf.target_file, where)
     hunks = tuple(_hunk(where, i, h) for i, h in enumerate(pf, start=1))
+    if not hunks and source is not None and source == target:
+        msg = f"{where}: changes no line (a mode change, or a hunk that did not parse); regenerate the patch"
+        raise ConfigError(msg)
+    for number, (first, second) in enumerate(pairwise(hunks), start=2):
+        if second.expected_index < first.expected_index + len(first.before):
+            msg = f"{where}: hunk {number} ({second.header}) starts before hunk {number - 1} ends; regenerate the patch"
+            raise ConfigError(msg)
     return FilePatch(source, target, hunks)
 
 
@@ -224,14 +276,14 @@ def _strip(name: str, where: str) -> str:
     rel = PurePosixPath(*parts[1:]) if len(parts) > 1 else PurePosixPath(name)
     text = str(rel)
     bad = (
-        name.startswith("/") and name != "/dev/null"
-        or "\\" in name or ".." in rel.parts or ":" in (rel.parts[0] if rel.parts else "")
+        name.startswith("/")  # /dev/null too: unidiff says added or removed whenever it is /dev/null
+        or "\\" in name or "\x00" in name or ".." in rel.parts or ":" in (rel.parts[0] if rel.parts else "")
         or any(p.endswith(".dist-info") for p in rel.parts)
     )
     if bad or not rel.parts:
         msg = (
             f"{where}: target {name!r} is outside the wheel's package files (absolute, '..', a backslash, "
-            f"or the .dist-info, which the build writes itself); paths are 'a/<path in the wheel>'"
+            f"or the .dist-info, which the build writes itself); regenerate it with paths 'a/<path in the wheel>'"
         )
         raise ConfigError(msg)
     return text
@@ -266,30 +318,52 @@ def _hunk(where: str, number: int, h: unidiff.Hunk) -> Hunk:
 
 
 # --- applying ------------------------------------------------------------------------------------
-# GNU patch's placement, written here because no well-kept Python library applies hunks with offsets:
-# try the header's line shifted by the offset of the file's previous hunk, then +1, -1, +2, -2 ...,
-# never before the end of the previous hunk; with fuzz F, ignore up to F outer context lines.
+# GNU patch's placement (locate_hunk in GNU patch 2.7, the /usr/bin/patch the fuzz tests compare with),
+# written here because no well-kept Python library applies hunks with offsets: try the header's line
+# shifted by the offset of the file's previous hunk, then +1, -1, +2, -2 ...; a hunk with less
+# leading than trailing context can only match at the start of the file, one with less trailing
+# context only at its end; with fuzz F, up to F outer context lines are not compared.
 
 
-def locate(lines: Sequence[str], hunk: Hunk, *, lower: int = 0, delta: int = 0, max_fuzz: int = 0) -> Placement | None:
-    for fuzz in range(max_fuzz + 1):
-        cut_lead = min(fuzz, hunk.leading_context)
-        cut_trail = min(fuzz, hunk.trailing_context)
-        pattern = hunk.before[cut_lead: len(hunk.before) - cut_trail]
-        guess = hunk.expected_index + delta + cut_lead
-        for index in _candidates(hunk, fuzz, guess, lower, len(lines) - len(pattern)):
-            if all(lines[index + i] == p for i, p in enumerate(pattern)):
-                return Placement(index - cut_lead, index - cut_lead - hunk.expected_index, fuzz)
+def locate(
+    lines: Sequence[str], hunk: Hunk, *, lower: int = 0, delta: int = 0, max_fuzz: int = 0, frozen: int | None = None
+) -> Placement | None:
+    """Where the hunk's `before` starts in `lines`, or None.
+
+    `lower` is the lowest index it may start at. `frozen`, when given, is GNU patch's last_frozen_line
+    instead: the lines before it are written, so the hunk starts at or after it; the trailing context
+    of the previous hunk is not frozen, and this hunk's leading context may share those lines.
+    """
+    guess = hunk.expected_index + delta
+    if not hunk.before:  # GNU patch: "null range matches always", where the header and the offset so far say
+        return Placement(min(guess, len(lines)), delta, 0) if guess >= (lower if frozen is None else frozen) else None
+    low = lower if frozen is None else frozen
+    for fuzz in range(min(max_fuzz, max(hunk.leading_context, hunk.trailing_context)) + 1):
+        prefix_fuzz, suffix_fuzz = _fuzz(hunk, fuzz)
+        if prefix_fuzz < 0 and hunk.source_start <= 1 and frozen is not None and frozen > hunk.leading_context:
+            continue  # anchored at the start of the file, which an earlier hunk already wrote
+        upper = len(lines) - len(hunk.before) + max(suffix_fuzz, 0)
+        first, last = max(prefix_fuzz, 0), len(hunk.before) - max(suffix_fuzz, 0)
+        for index in _candidates(hunk, fuzz, guess, max(low, 0), upper):
+            if all(lines[index + i] == hunk.before[i] for i in range(first, last)):
+                return Placement(index, index - hunk.expected_index, fuzz)
     return None
 
 
+def _fuzz(hunk: Hunk, fuzz: int) -> tuple[int, int]:
+    """GNU patch's prefix_fuzz and suffix_fuzz: outer context lines not compared (negative: anchored)."""
+    context = max(hunk.leading_context, hunk.trailing_context)
+    return fuzz + hunk.leading_context - context, fuzz + hunk.trailing_context - context
+
+
 def _candidates(hunk: Hunk, fuzz: int, guess: int, lower: int, upper: int) -> list[int]:
-    # Less leading than trailing context means the diff saw the start of the file; less trailing,
-    # its end (GNU patch anchors such hunks the same way unless fuzz is allowed).
-    if fuzz == 0 and hunk.leading_context < hunk.trailing_context:
-        return [0] if lower == 0 and 0 <= upper else []
-    if fuzz == 0 and hunk.trailing_context < hunk.leading_context:
-        return [upper] if upper >= lower else []
+    # Less leading than trailing context means the diff saw the start of the file (when the header
+    # says line 1); less trailing, its end. Fuzz beyond the difference lifts the anchor.
+    prefix_fuzz, suffix_fuzz = _fuzz(hunk, fuzz)
+    if prefix_fuzz < 0 and hunk.source_start <= 1:
+        return [0] if lower <= 0 <= upper else []
+    if suffix_fuzz < 0:
+        return [upper] if lower <= upper else []
     found = []
     for step in range(max(guess - lower, upper - guess) + 1):
         for index in ((guess + step, guess - step) if step else (guess,)):
@@ -308,25 +382,30 @@ def first_mismatch(lines: Sequence[str], hunk: Hunk, delta: int = 0) -> Mismatch
 
 
 def apply_hunks(lines: list[str], hunks: Sequence[Hunk], max_fuzz: int = 0) -> tuple[list[str], list[Placement | Mismatch]]:
-    """Apply hunks in order; the result list holds a Placement per hunk, or the first Mismatch."""
+    """Apply hunks in order; the result list holds a Placement per hunk, or the first Mismatch.
+
+    As GNU patch does, a hunk's context lines come from the file and its trailing context is not
+    yet written (`frozen`), so the next hunk's leading context may share those lines.
+    """
     out: list[str] = []
-    cursor = 0
+    frozen = 0  # lines[:frozen] are in `out` already
     delta = 0
     results: list[Placement | Mismatch] = []
     for hunk in hunks:
-        placement = locate(lines, hunk, lower=cursor, delta=delta, max_fuzz=max_fuzz)
-        if placement is None:
+        placement = locate(lines, hunk, delta=delta, max_fuzz=max_fuzz, frozen=frozen)
+        start = placement.index + hunk.leading_context if placement else 0
+        if placement is None or start < frozen:  # GNU patch: "misordered hunks! output would be garbled"
             results.append(first_mismatch(lines, hunk, delta))
             return lines, results
-        cut_lead = min(placement.fuzz, hunk.leading_context)
-        cut_trail = min(placement.fuzz, hunk.trailing_context)
-        start = placement.index + cut_lead
-        out += lines[cursor:start]
-        out += hunk.after[cut_lead: len(hunk.after) - cut_trail]
-        cursor = start + len(hunk.before) - cut_lead - cut_trail
+        out += lines[frozen:start]
+        added = list(hunk.after[hunk.leading_context: len(hunk.after) - hunk.trailing_context])
+        frozen = placement.index + len(hunk.before) - hunk.trailing_context
+        if added and not added[-1].endswith("\n") and frozen < len(lines):
+            added[-1] += "\n"  # as GNU patch does: only the file's last line may lack its newline
+        out += added
         delta = placement.offset
         results.append(placement)
-    out += lines[cursor:]
+    out += lines[frozen:]
     return out, results
 
 
