@@ -279,6 +279,26 @@ def test_unchanged_members_are_checked_by_verify(tmp_path: Path, capsys: pytest.
     assert re.search(problem, capsys.readouterr().out)
 
 
+@pytest.mark.parametrize("wheel, problem", [
+    ("zip_slip", r"'\.\./\.\./evil\.py': '\.\.' or '\.' in the path"),
+    ("zip_bomb_overlap", "overlap the next member"),
+    ("truncated", "not a readable zip archive"),
+    ("record_missing_row", "demo/data.txt is in the archive but not in RECORD"),
+], ids=["zip-slip", "overlap", "truncated", "record-row"])
+def test_verify_refuses_hostile_wheels(tmp_path: Path, capsys: pytest.CaptureFixture[str], wheel: str, problem: str) -> None:
+    path = tmp_path / FILENAME
+    shutil.copy(DATA / "wheels" / f"{wheel}.whl", path)
+    assert cli.main(["verify", str(path)]) == 3
+    assert re.search(problem, capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("name", ["missing.whl", "."], ids=["missing", "directory"])
+def test_verify_of_a_path_that_is_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """A verdict, not a traceback."""
+    assert cli.main(["verify", str(tmp_path / name)]) == 3
+    assert re.search(rf"{re.escape(str(tmp_path / name))}: cannot be read .*; check the path", capsys.readouterr().out)
+
+
 def test_reader_hashes_the_handle_it_reads(tmp_path: Path) -> None:
     """No path opens an unverified upstream file: the reader checks the digest on its own handle."""
     from nvfp4_overlay.archive import WheelReader

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from .errors import HashMismatchError, UnsafeArchiveError
+from .errors import ConfigError, HashMismatchError, UnsafeArchiveError
 
 CHUNK = 1 << 20
 MAX_MEMBER_SIZE = 4 << 30  # no member of a real FlashInfer or SGLang wheel comes near 4 GiB
@@ -61,7 +61,11 @@ class WheelReader:
 
     def __init__(self, path: Path, *, sha256: str | None = None) -> None:
         self.path = path
-        self._file: BinaryIO = path.open("rb")
+        try:
+            self._file: BinaryIO = path.open("rb")
+        except OSError as exc:
+            msg = f"{path}: cannot be read ({exc.strerror}); check the path"
+            raise ConfigError(msg) from exc
         try:
             if sha256 is not None:
                 _check_handle_sha256(path, self._file, sha256)
