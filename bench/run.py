@@ -244,8 +244,8 @@ def bench_lookups(work: Path, version: str) -> list[Row]:
             found[kind] = json.loads(done.stdout.strip().splitlines()[-1])
         up, pa = found["upstream"], found["patched"]
         rows.append(Row(f"first `get_cuda_version()`, {label}, flashinfer {version}",
-                        f"{pa['first_call_s'] * 1e3:.2f} ms, {len(pa['first_call_spawned'])} subprocess(es)",
-                        f"{up['first_call_s'] * 1e3:.1f} ms, {len(up['first_call_spawned'])} subprocess(es) "
+                        f"{_duration(pa['first_call_s'])}, {len(pa['first_call_spawned'])} subprocess(es)",
+                        f"{_duration(up['first_call_s'])}, {len(up['first_call_spawned'])} subprocess(es) "
                         f"({', '.join(up['first_call_spawned'])})", "", "no subprocess" if scenario == "cuda-torch" else "",
                         ("yes" if not pa["first_call_spawned"] else "no") if scenario == "cuda-torch" else ""))
         for name in ("get_cuda_version", "is_cuda_version_at_least"):
@@ -254,6 +254,10 @@ def bench_lookups(work: Path, version: str) -> list[Row]:
                             f"{up[name]['per_call_us']:.2f} us, {up[name]['spawned']} subprocesses",
                             f"{pa[name]['per_call_us'] / up[name]['per_call_us']:.2f}x", "", ""))
     return rows
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 
 # --- 5. peak memory of the big build ----------------------------------------------------------------
