@@ -29,13 +29,15 @@ LAYOUTS = [
     ("swizzled8x4-sf16", {"sf_vec_size": 16, "is_sf_8x4_layout": True}, False),
     ("linear-sf16", {"sf_vec_size": 16, "is_sf_swizzled_layout": False}, False),
     ("swizzled128-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True}, False),
+    ("swizzled8x4-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True, "is_sf_8x4_layout": True}, False),
     ("linear-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True, "is_sf_swizzled_layout": False}, False),
     ("colmajor-swizzled128-sf16", {"sf_vec_size": 16}, True),
     ("colmajor-linear-sf16", {"sf_vec_size": 16, "is_sf_swizzled_layout": False}, True),
+    ("colmajor-swizzled128-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True}, True),
 ]
 
 PROBE = r'''
-import json, os, sys
+import inspect, json, os, sys
 import torch
 
 CAPABILITIES = @CAPABILITIES@
@@ -106,6 +108,21 @@ for obj in list(vars(jit_core).values()):
     if isinstance(obj, type) and issubclass(obj, jit_core.JitSpec):
         obj.build_and_load = fake_build_and_load
 jit_core.check_cuda_arch = lambda: None
+
+
+def fq_args(inp, gs, kwargs):
+    """The opaque op's positional arguments for fp4_quantize(inp, gs, **kwargs), defaults filled."""
+    params = inspect.signature(flashinfer.fp4_quantize).parameters
+    bound = {name: p.default for name, p in params.items()}
+    bound.update(kwargs, input=inp, global_scale=gs)
+    op = torch.ops.nvfp4_overlay.flashinfer_fp4_quantize.default
+    out = []
+    for arg in op._schema.arguments:
+        if arg.name == "nvfp4_4over6_code":
+            out.append(-1)
+        else:
+            out.append(bound[arg.name])
+    return out
 
 
 def set_capability(cc):
@@ -189,25 +206,6 @@ for cc in CAPABILITIES:
     entry["layouts"] = layouts
 '''
 
-PROBE_ARGS = r'''
-import inspect
-
-
-def fq_args(inp, gs, kwargs):
-    """The opaque op's positional arguments for fp4_quantize(inp, gs, **kwargs), defaults filled."""
-    params = inspect.signature(flashinfer.fp4_quantize).parameters
-    bound = {name: p.default for name, p in params.items()}
-    bound.update(kwargs, input=inp, global_scale=gs)
-    op = torch.ops.nvfp4_overlay.flashinfer_fp4_quantize.default
-    out = []
-    for arg in op._schema.arguments:
-        if arg.name == "nvfp4_4over6_code":
-            out.append(-1)
-        else:
-            out.append(bound[arg.name])
-    return out
-'''
-
 PROBE_TAIL = r'''
 # get_cuda_version(): with a CUDA torch, no subprocess, and the same value as torch reports.
 if hasattr(cpp_ext.get_cuda_version, "cache_clear"):
@@ -245,8 +243,6 @@ print("@@RESULT@@" + json.dumps(result))
 def _probe_code() -> str:
     layouts = [(name, kwargs, colmajor) for name, kwargs, colmajor in LAYOUTS]
     head = PROBE.replace("@CAPABILITIES@", repr(CAPABILITIES)).replace("@LAYOUTS@", repr(layouts))
-    # fq_args must exist before the loop that uses it
-    head = head.replace("def set_capability(cc):", PROBE_ARGS + "\n\ndef set_capability(cc):", 1)
     return head + PROBE_TAIL
 
 
