@@ -201,7 +201,8 @@ LOOKUP_PROBE = r'''
 import json, os, sys, time
 scenario = sys.argv[1]
 for var in ("CUDA_HOME", "CUDA_PATH"):
-    os.environ.pop(var, None)
+    if scenario != "cuda-home":
+        os.environ.pop(var, None)
 import torch
 if scenario == "cuda-torch":
     torch.version.cuda = "12.8"  # as a CUDA build of torch reports it; flashinfer reads it at import
@@ -236,24 +237,36 @@ def bench_lookups(work: Path, version: str) -> list[Row]:
         with zipfile.ZipFile(wheels[kind]) as zf:
             zf.extractall(tree)
     rows = []
-    for scenario, label in [("cuda-torch", "CUDA build of torch (12.8)"), ("cpu-torch", "CPU torch, CUDA_HOME unset")]:
+    scenarios = [("cuda-torch", "CUDA build of torch (12.8)", {}), ("cpu-torch", "CPU torch, CUDA_HOME unset", {})]
+    toolkit = _toolkit()
+    if toolkit:
+        scenarios.append(("cuda-home", f"CPU torch, CUDA_HOME={toolkit}", {"CUDA_HOME": toolkit}))
+    for scenario, label, extra in scenarios:
         found = {}
         for kind, tree in trees.items():
-            env = dict(os.environ, PYTHONPATH=str(tree))
+            env = dict(os.environ, PYTHONPATH=str(tree), **extra)
             done = subprocess.run([PY, "-c", LOOKUP_PROBE, scenario], capture_output=True, text=True, env=env, check=True)
             found[kind] = json.loads(done.stdout.strip().splitlines()[-1])
         up, pa = found["upstream"], found["patched"]
         rows.append(Row(f"first `get_cuda_version()`, {label}, flashinfer {version}",
                         f"{_duration(pa['first_call_s'])}, {len(pa['first_call_spawned'])} subprocess(es)",
                         f"{_duration(up['first_call_s'])}, {len(up['first_call_spawned'])} subprocess(es) "
-                        f"({', '.join(up['first_call_spawned'])})", "", "no subprocess" if scenario == "cuda-torch" else "",
-                        ("yes" if not pa["first_call_spawned"] else "no") if scenario == "cuda-torch" else ""))
+                        f"({', '.join(up['first_call_spawned'])})", "", "no subprocess" if scenario != "cpu-torch" else "",
+                        ("yes" if not pa["first_call_spawned"] else "no") if scenario != "cpu-torch" else ""))
         for name in ("get_cuda_version", "is_cuda_version_at_least"):
             rows.append(Row(f"`{name}()` per call after the first, {label}",
                             f"{pa[name]['per_call_us']:.2f} us, {pa[name]['spawned']} subprocesses",
                             f"{up[name]['per_call_us']:.2f} us, {up[name]['spawned']} subprocesses",
                             f"{pa[name]['per_call_us'] / up[name]['per_call_us']:.2f}x", "", ""))
     return rows
+
+
+def _toolkit() -> str | None:
+    """A CUDA toolkit directory (version.json, or include/cuda.h as a pip-installed toolkit has), if any."""
+    for candidate in [os.environ.get("CUDA_HOME"), "/usr/local/cuda", *sorted(map(str, Path("/usr/local").glob("cuda-*")))]:
+        if candidate and any((Path(candidate) / f).is_file() for f in ("version.json", "include/cuda.h")):
+            return candidate
+    return None
 
 
 def _duration(seconds: float) -> str:
