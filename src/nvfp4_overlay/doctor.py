@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -282,9 +283,12 @@ def run_probe(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPU facts and the trace check from a child interpreter: a crash or hang there cannot take doctor down."""
     progress.report("trace check: torch.compile(fullgraph=True) over flashinfer.fp4_quantize")
     command = [sys.executable, "-c", PROBE]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # From an empty directory, without the current one on sys.path (PYTHONSAFEPATH, 3.11+): a checkout
+    # holding a flashinfer/ folder must not stand in for the installed package.
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
     try:
-        done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env)
+        with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-") as cwd:
+            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
         stdout, stderr, code = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
