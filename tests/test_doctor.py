@@ -144,6 +144,21 @@ def test_sglang_fixed_upstream_needs_no_patch(make_env: Env, fakes: dict[str, Pa
     assert document["distributions"]["sglang"]["series"] == "fixed-upstream"
 
 
+@pytest.mark.parametrize(("pin", "code"), [("==1.0", 0), ("==1.1", 1)], ids=["pin-kept", "pin-broken"])
+def test_sglang_s_flashinfer_pin_is_checked(make_env: Env, fakes: dict[str, Path], pin: str, code: int) -> None:
+    """`pip install --no-deps` lets a stack's pair be broken; 1.0+nvfp4.1 satisfies ==1.0 (PEP 440)."""
+    sglang = write_wheel(fakes["upstream"], "sglang", "0.5.12", {"sglang/__init__.py": ""},
+                         extra_metadata=f"Requires-Dist: flashinfer_python{pin}\nRequires-Dist: torch; extra == 'x'")
+    got, document = doctor(make_env(fakes["flashinfer+"], sglang), fakes["patches"], "--no-trace")
+    assert got == code, document["problems"]
+    broken = [p for p in document["problems"] if "requires flashinfer_python" in p]
+    expected = (
+        "sglang 0.5.12 requires flashinfer_python==1.1, but flashinfer-python 1.0+nvfp4.1 is installed; "
+        "install the pair of one stack ('nvfp4-overlay list' shows them)"
+    )
+    assert broken == ([] if code == 0 else [expected])
+
+
 def test_hand_edited_and_deleted_files_are_an_integrity_failure(make_env: Env, fakes: dict[str, Path]) -> None:
     env = make_env(fakes["flashinfer+"], fakes["sglang+"])
     with (site_packages(env) / "flashinfer" / "__init__.py").open("a") as f:

@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -182,6 +183,21 @@ def _judge_record(name: str, version: str, record: dict[str, Any], finding: Find
             )
 
 
+def _check_pin(flashinfer_version: str, finding: Finding) -> None:
+    """SGLang pins flashinfer-python exactly; `pip install --no-deps` does not check that, so doctor does."""
+    for text in metadata.requires("sglang") or []:
+        requirement = Requirement(text)
+        if canonicalize_name(requirement.name) != "flashinfer-python":
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        if not requirement.specifier.contains(flashinfer_version, prereleases=True):
+            finding.problems.append(
+                f"sglang {metadata.version('sglang')} requires {text}, but flashinfer-python {flashinfer_version} "
+                f"is installed; install the pair of one stack ('nvfp4-overlay list' shows them)"
+            )
+
+
 # --- the live check, in a subprocess of this interpreter -----------------------------------------
 
 # Prints one JSON line {"gpu": ...}, then one {"trace": ...}. Without a GPU it fakes what a Blackwell
@@ -335,6 +351,8 @@ def diagnose(patches_dir: Path, *, trace: bool = True, timeout: float = 300) -> 
         finding.problems.append("flashinfer-python is not installed in this environment")
     if not distributions["sglang"]["installed"]:
         finding.notes.append("sglang is not installed in this environment")
+    elif flashinfer["installed"]:
+        _check_pin(flashinfer["version"], finding)
     document: dict[str, Any] = {
         "python": {"executable": sys.executable, "version": sys.version.split()[0], "prefix": sys.prefix},
         "distributions": distributions,
