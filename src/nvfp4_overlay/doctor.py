@@ -198,110 +198,19 @@ def _check_pin(flashinfer_version: str, finding: Finding) -> None:
             )
 
 
-# --- the live check, in a subprocess of this interpreter -----------------------------------------
-
-# Prints one JSON line {"gpu": ...}, then one {"trace": ...}. Without a GPU it fakes what a Blackwell
-# server reports (capability 12.0, a CUDA build of torch), as tests/test_trace_flashinfer.py does.
-# The backend stops after the trace: running the graph would JIT-build the kernel (nvcc, seconds to
-# minutes), which is not what is asked.
-PROBE = r'''
-import json, os, sys, time
-
-def emit(key, value):
-    print(json.dumps({key: value}), flush=True)
-
-def first_line(exc):
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__module__}.{type(exc).__qualname__}: {text[0] if text else ''}"
-
-try:
-    import torch
-except Exception as exc:
-    emit("gpu", {"torch": None, "error": first_line(exc)})
-    sys.exit(0)
-gpu = {"torch": torch.__version__, "cuda": torch.version.cuda, "available": torch.cuda.is_available(), "devices": []}
-if gpu["available"]:
-    for i in range(torch.cuda.device_count()):
-        gpu["devices"].append({"index": i, "name": torch.cuda.get_device_name(i),
-                               "capability": list(torch.cuda.get_device_capability(i))})
-emit("gpu", gpu)
-
-fakes = []
-if not gpu["available"]:
-    if torch.version.cuda is None:
-        torch.version.cuda = "12.8"  # flashinfer reads it at import, as on a CUDA build of torch
-        fakes.append("torch.version.cuda=12.8")
-    torch.cuda.get_device_capability = lambda device=None: (12, 0)
-trace = {"faked": fakes, "ok": False}
-start = time.monotonic()
-try:
-    import flashinfer
-    try:
-        import flashinfer.quantization.fp4_quantization as fq
-    except ImportError:
-        import flashinfer.fp4_quantization as fq
-except Exception as exc:
-    trace["error"] = "import flashinfer: " + first_line(exc)
-    emit("trace", trace)
-    sys.exit(0)
-if not gpu["available"]:
-    fq.get_compute_capability = lambda device: (12, 0)  # CPU tensors: flashinfer would refuse them
-    fakes.append("compute capability=12.0")
-trace["flashinfer"] = getattr(flashinfer, "__version__", None)
-trace["capability"] = gpu["devices"][0]["capability"] if gpu["available"] else [12, 0]
-
-tracing = [False]
-spawned = []
-def audit(event, args):
-    if tracing[0] and (event in ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork") or event.startswith("os.exec")):
-        spawned.append(f"{event} {repr(args[:2])[:160]}")
-sys.addaudithook(audit)
-
-class Traced(Exception):
-    pass
-
-graphs = []
-def backend(gm, example_inputs):
-    graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-    raise Traced()
-
-def quantize(x, global_scale):
-    return flashinfer.fp4_quantize(x, global_scale)
-
-device = "cuda" if gpu["available"] else "cpu"
-x = torch.randn(128, 256, dtype=torch.bfloat16, device=device)
-gs = torch.tensor([448.0 * 6.0], dtype=torch.float32, device=device)
-tracing[0] = True
-try:
-    torch.compile(quantize, fullgraph=True, backend=backend)(x, gs)
-    trace["error"] = "the backend was never called"
-except BaseException as exc:
-    chain, seen = exc, []
-    while chain is not None and not isinstance(chain, Traced):
-        seen.append(chain)
-        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
-        if chain in seen:
-            chain = None
-    if isinstance(chain, Traced):
-        trace["ok"] = True
-    else:
-        trace["error"] = first_line(exc)
-        trace["detail"] = str(exc).strip().splitlines()[:8]
-tracing[0] = False
-trace["seconds"] = round(time.monotonic() - start, 2)
-trace["ops"] = graphs[0] if graphs else []
-trace["subprocesses"] = spawned
-emit("trace", trace)
-'''
+# --- the live check, in a subprocess of this interpreter (trace_probe.py) -----------------------
 
 
 def run_probe(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPU facts and the trace check from a child interpreter: a crash or hang there cannot take doctor down."""
     progress.report("trace check: torch.compile(fullgraph=True) over flashinfer.fp4_quantize")
-    command = [sys.executable, "-c", PROBE]
+    command = [sys.executable, "-m", "nvfp4_overlay.trace_probe"]
     # From an empty directory, without the current one on sys.path (PYTHONSAFEPATH, 3.11+): a checkout
-    # holding a flashinfer/ folder must not stand in for the installed package.
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1")
+    # holding a flashinfer/ folder must not stand in for the installed package. The child finds this
+    # package where this process found it.
+    package_root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONPATH=path)
     try:
         with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-") as cwd:
             done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
