@@ -82,6 +82,15 @@ def test_reindexing_drops_wheels_that_are_gone(built: dict[str, Path]) -> None:
     assert not [p for p in dist.iterdir() if p.name.startswith(".")], "temporary files were left behind"
 
 
+def test_a_wheel_changed_after_the_build_is_refused(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    wheel = built["dist"] / "demo-1.0+nvfp4.2-py3-none-any.whl"
+    with wheel.open("ab") as f:
+        f.write(b"\0")  # still a readable zip: the end of central directory is found by scanning
+    assert cli.main(["index", *cli_args(built)]) == 3
+    assert "wheels changed since they were built, refused:\n  demo-1.0+nvfp4.2-py3-none-any.whl: " in capsys.readouterr().err
+    assert not (built["dist"] / "simple").exists()
+
+
 def test_an_empty_dist_dir_is_a_configuration_error(project: Layout, capsys: pytest.CaptureFixture[str]) -> None:
     layout = project({"demo/__init__.py": ""})
     layout["dist"].mkdir()

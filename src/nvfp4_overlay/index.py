@@ -25,8 +25,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from . import progress
+from .api import read_sha256sums
 from .archive import WheelReader
-from .errors import ConfigError
+from .errors import ConfigError, IntegrityError
 from .fetch import file_sha256
 from .metadata import find_dist_info, sha256_hex
 
@@ -63,7 +64,19 @@ def collect(dist_dir: Path) -> list[IndexedWheel]:
     if not wheels:
         msg = f"{dist_dir}: holds no wheels to index; build them first ('make wheels')"
         raise ConfigError(msg)
+    _check_sums(dist_dir, wheels)
     return sorted(wheels, key=lambda w: (w.project, w.filename))
+
+
+def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
+    """A wheel the build listed in SHA256SUMS must still have that digest: never publish a changed file."""
+    sums = read_sha256sums(dist_dir)
+    changed = [f"{w.filename}: {w.sha256}, SHA256SUMS says {sums[w.filename]}"
+               for w in wheels if w.filename in sums and sums[w.filename] != w.sha256]
+    if changed:
+        msg = (f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
+               + "\nRebuild them ('make wheels') or find out who changed them")
+        raise IntegrityError(msg)
 
 
 def _indexed(path: Path) -> IndexedWheel:
