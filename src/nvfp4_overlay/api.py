@@ -76,14 +76,13 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
                 with WheelReader(path, sha256=pin.sha256) as reader:  # hashed on the handle it reads
                     plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
                     with writes.open(plan.filename) as out:
-                        write_wheel(out, reader, plan.entries, date_time)
-                        out_name = Path(out.name)
+                        digest = write_wheel(out, reader, plan.entries, date_time)
                 for hunk in plan.hunks:
                     if hunk.placement.offset or hunk.placement.fuzz:
                         log(f"  {hunk.patch}: {hunk.path} hunk {hunk.number} {hunk.header} "
                             f"at offset {hunk.placement.offset:+d}, fuzz {hunk.placement.fuzz}")
                 built.append(Built(target, pin.filename, pin.sha256, options.dist_dir / plan.filename,
-                                   fetch.file_sha256(out_name), plan.hunks, plan.overlay, series.unlisted))
+                                   digest, plan.hunks, plan.overlay, series.unlisted))
         sums = read_sha256sums(options.dist_dir)
         sums.update({b.wheel.name: b.sha256 for b in built})
         with writes.open(SHA256SUMS) as out:

@@ -115,6 +115,13 @@ class WheelReader:
         """
         self._file.seek(self._data_start[info.filename])
         left = info.compress_size
+        if left <= CHUNK:  # most members: one read, no loop
+            chunk = self._file.read(left)
+            if len(chunk) == left:
+                yield chunk
+                return
+            msg = f"{self.path}: member {info.filename} is truncated; delete the file and download it again"
+            raise UnsafeArchiveError(msg)
         while left:
             chunk = self._file.read(min(CHUNK, left))
             if not chunk:
@@ -243,12 +250,22 @@ def zip_date_time(epoch: int) -> tuple[int, int, int, int, int, int]:
 # (APPNOTE 6.3.x, no zip64: a wheel with more than 65,535 members or 4 GiB is refused).
 
 
-def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> None:
+def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> str:
+    """Write the archive to `out` and return its sha256 (hashed as it is written, never read back)."""
+    digest = hashlib.sha256()
+    offset = 0
+
+    def put(data: bytes) -> None:
+        nonlocal offset
+        out.write(data)
+        digest.update(data)
+        offset += len(data)
+
     central: list[bytes] = []
     for entry in entries:
-        offset = out.tell()
+        start = offset
         if isinstance(entry, NewMember):
-            compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+            compressor = zlib.compressobj(6, zlib.DEFLATED, -15)  # zlib's default level
             data = compressor.compress(entry.data) + compressor.flush()
             crc, size, method = zlib.crc32(entry.data), len(entry.data), zipfile.ZIP_DEFLATED
             dos_time, dos_date = _dos(date_time)
@@ -263,24 +280,22 @@ def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], d
             chunks = reader.raw_chunks(src)
         name = entry.name.encode()
         flags = _UTF8_FLAG if not entry.name.isascii() else 0
-        out.write(_LOCAL_HEADER.pack(b"PK\x03\x04", 20, flags, method, dos_time, dos_date, crc, csize, size, len(name), 0))
-        out.write(name)
+        put(_LOCAL_HEADER.pack(b"PK\x03\x04", 20, flags, method, dos_time, dos_date, crc, csize, size, len(name), 0) + name)
         for chunk in chunks:
-            out.write(chunk)
+            put(chunk)
         central.append(
             _CENTRAL_HEADER.pack(
                 b"PK\x01\x02", 20, 3, 20, flags, method, dos_time, dos_date, crc, csize, size,
-                len(name), 0, 0, 0, 0, attr, offset,
+                len(name), 0, 0, 0, 0, attr, start,
             )
             + name
         )
-        if offset > 0xFFFFFFFF or csize > 0xFFFFFFFF or len(central) > 0xFFFF:
+        if start > 0xFFFFFFFF or csize > 0xFFFFFFFF or len(central) > 0xFFFF:
             msg = f"{reader.path}: the patched wheel would need zip64 (over 4 GiB or 65,535 members)"
             raise UnsafeArchiveError(msg)
-    start = out.tell()
-    for record in central:
-        out.write(record)
-    out.write(_END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), out.tell() - start, start, 0))
+    directory = b"".join(central)
+    put(directory + _END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
+    return digest.hexdigest()
 
 
 def _dos(date_time: tuple[int, ...]) -> tuple[int, int]:
@@ -308,9 +323,9 @@ class AtomicWrites:
             missing = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
             self.directory.mkdir(parents=True, exist_ok=True)
             self._made += missing  # deepest first, the order rmdir needs
-        handle = tempfile.NamedTemporaryFile(dir=self.directory, prefix=f".{name}.", suffix=".tmp", delete=False)
-        self._pending.append((Path(handle.name), self.directory / name))
-        return handle
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
+        self._pending.append((Path(temp), self.directory / name))
+        return os.fdopen(fd, "wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
 
     def commit(self) -> None:
         mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; a wheel is read by whoever installs it

@@ -73,7 +73,9 @@ def _check_names(entries: Sequence[Entry], filename: str) -> None:
     """The build never writes a wheel its own reader would refuse (names that differ only in case too)."""
     seen: set[str] = set()
     for entry in entries:
-        problem = name_problem(entry.name) or ("a second member of this name" if entry.name.lower() in seen else None)
+        # A member carried under its own name passed the same check when the reader opened the wheel.
+        fresh = not isinstance(entry, CopiedMember) or entry.name != entry.source.filename
+        problem = (fresh and name_problem(entry.name)) or ("a second member of this name" if entry.name.lower() in seen else None)
         if problem:
             msg = f"{filename}: the patched wheel would hold {entry.name!r} ({problem}); fix the patch or overlay that adds it"
             raise ConfigError(msg)
