@@ -145,3 +145,12 @@ def test_unknown_stack_and_bad_target_are_configuration_errors(project: Layout, 
     assert "no stack named 'nope'; known stacks: demo" in capsys.readouterr().err
     assert cli.main(["build", "demo=1.0", *cli_args(layout)]) == 2
     assert "expected DIST==VERSION" in capsys.readouterr().err
+
+
+def test_a_wheelhouse_means_no_network(project: Layout, capsys: pytest.CaptureFixture[str]) -> None:
+    layout = project(FILES)
+    layout["wheel"].unlink()
+    args = [a for a in cli_args(layout) if a != "--offline"]
+    assert cli.main(["build", *args]) == 1
+    err = capsys.readouterr().err
+    assert f"not found in {layout['wheelhouse']} or the cache" in err and "--wheelhouse means no network" in err

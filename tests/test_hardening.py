@@ -137,10 +137,11 @@ class Project:
         return self.root / "wheelhouse"
 
     def argv(self, *extra: str, offline: bool = True) -> list[str]:
+        # Without --offline the wheelhouse stays out too: a wheelhouse means no network (DESIGN.md).
         return [
             "build", "--patches-dir", str(self.root / "patches"), "--overlay-dir", str(self.root / "overlay"),
-            "--dist-dir", str(self.dist), "--cache-dir", str(self.cache), "--wheelhouse", str(self.wheelhouse),
-            *(["--offline"] if offline else []), *extra,
+            "--dist-dir", str(self.dist), "--cache-dir", str(self.cache),
+            *(["--wheelhouse", str(self.wheelhouse), "--offline"] if offline else []), *extra,
         ]
 
 

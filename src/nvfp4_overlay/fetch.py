@@ -87,9 +87,10 @@ def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> 
     if cached.is_file():
         check_sha256(cached, wheel, remove=True)
         return cached
-    if source.offline:
+    if source.offline or source.wheelhouse is not None:  # DESIGN.md: a wheelhouse means no network
         where = f"in {source.wheelhouse} or " if source.wheelhouse else "in "
-        msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and --offline forbids pip"
+        why = "--offline forbids pip" if source.offline else "--wheelhouse means no network; put it there"
+        msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
         raise FetchError(msg)
     return _download(upstream, wheel, source)
 
