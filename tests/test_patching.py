@@ -170,3 +170,10 @@ def test_targets_outside_the_wheel_root_are_refused(tmp_path: Path, target: str)
     patch = f"--- {target}\n+++ {target}\n@@ -1 +1 @@\n-a\n+b\n"
     with pytest.raises(ConfigError, match="outside the wheel's package files"):
         series_of(tmp_path, patch)
+
+
+def test_insertion_after_a_last_line_without_newline_ends_it(tmp_path: Path) -> None:
+    """Found by the fuzzer: GNU patch gives 'a\\nb\\n' here, not 'ab\\n'."""
+    out, offsets = apply(tmp_path, {"f.txt": "a"}, "--- a/f.txt\n+++ b/f.txt\n@@ -1,0 +2 @@\n+b\n")
+    assert out["f.txt"] == "a\nb\n"
+    assert offsets == [0]
