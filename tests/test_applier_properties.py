@@ -28,7 +28,7 @@ from nvfp4_overlay.patching import Series, apply_series, decode, encode, read_pa
 from nvfp4_overlay.verify import verify_wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
-import make_fixtures  # noqa: E402
+import make_fixtures
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "200"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -20,7 +20,7 @@ from nvfp4_overlay import cli
 
 DATA = Path(__file__).resolve().parent / "data"
 sys.path.insert(0, str(DATA))
-import make_fixtures  # noqa: E402
+import make_fixtures
 
 FILENAME = "demo-1.0-py3-none-any.whl"
 UPSTREAM = "patches/demo/1.0"

@@ -14,7 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import run_python
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import cache_dir, run_python
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]

@@ -12,7 +12,7 @@ from . import fetch, progress
 from .archive import AtomicWrites, WheelReader, write_wheel, zip_date_time
 from .build import plan_wheel
 from .errors import ConfigError
-from .manifest import Stacks, Target, Upstream, load_overlay, load_stacks, load_upstream
+from .manifest import Stacks, Target, Upstream, load_overlay, load_upstream
 from .patching import HunkResult, read_series
 
 Log = Callable[[str], None]

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -150,8 +148,3 @@ def _tag_args(filename: str) -> list[str]:
         args += ["--platform", tag.platform, "--abi", tag.abi]
     return args
 
-
-def copy_wheels(paths: Sequence[Path], dest: Path) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
-    for path in paths:
-        shutil.copy2(path, dest / path.name)

@@ -100,7 +100,7 @@ def _same_version(text: str, version: Version) -> bool:
 
 def local_filename(filename: str, local_version: str) -> str:
     """The upstream filename with the version replaced; the tags (and any build tag) stay as they are."""
-    stem, version, rest = filename.split("-", 2)
+    stem, _upstream_version, rest = filename.split("-", 2)
     return f"{stem}-{local_version}-{rest}"
 
 

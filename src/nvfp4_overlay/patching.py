@@ -77,10 +77,6 @@ class Series:
     patches: tuple[Patch, ...]
     unlisted: tuple[str, ...] = ()  # *.patch files in the directory that the series does not name
 
-    def touched_paths(self) -> set[str]:
-        """Paths the series reads from the upstream wheel (a patch may read what an earlier one wrote)."""
-        return {fp.source for p in self.patches for fp in p.files if fp.source}
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -297,9 +293,9 @@ def _hunk(where: str, number: int, h: unidiff.Hunk) -> Hunk:
     for line in h:
         if line.line_type == "\\":  # "\ No newline at end of file" belongs to the line before it
             if kinds and kinds[-1] in " -":
-                before[-1] = before[-1][:-1] if before[-1].endswith("\n") else before[-1]
+                before[-1] = before[-1].removesuffix("\n")
             if kinds and kinds[-1] in " +":
-                after[-1] = after[-1][:-1] if after[-1].endswith("\n") else after[-1]
+                after[-1] = after[-1].removesuffix("\n")
             continue
         if line.line_type in " -":
             before.append(line.value)
