@@ -95,13 +95,13 @@ CORPUS: dict[str, Case] = {
                                        match="0002-missing.patch: listed in the series but .* does not exist"),
     "series_strip_level_p0": Case(exit=2, names="series", series="0001-change.patch -p0\n", match="'-p0' after 0001-change.patch"),
     "series_path_outside": Case(exit=2, names="series", series="../0001-change.patch\n", match="plain file names"),
-    "overlay_overwrites_upstream": Case(exit=2, names="overlay/demo/1.0/demo/data.txt", overlay={"demo/data.txt": "x\n"},
+    "overlay_overwrites_upstream": Case(exit=2, names="overlay/demo/demo/data.txt", overlay={"demo/data.txt": "x\n"},
                                         match="would overwrite upstream's demo/data.txt"),
-    "overlay_overwrites_upstream_case": Case(exit=2, names="overlay/demo/1.0/demo/Data.txt", overlay={"demo/Data.txt": "x\n"},
+    "overlay_overwrites_upstream_case": Case(exit=2, names="overlay/demo/demo/Data.txt", overlay={"demo/Data.txt": "x\n"},
                                              match="would overwrite upstream's demo/Data.txt"),
-    "overlay_adds_metadata": Case(exit=2, names="overlay/demo/1.0/demo-1.0.dist-info/entry_points.txt",
+    "overlay_adds_metadata": Case(exit=2, names="overlay/demo/demo-1.0.dist-info/entry_points.txt",
                                   overlay={"demo-1.0.dist-info/entry_points.txt": "x\n"}, match="may not add metadata"),
-    "overlay_backslash_name": Case(exit=2, names="overlay/demo/1.0/demo", overlay={"demo/a\\b.py": "x\n"},
+    "overlay_backslash_name": Case(exit=2, names="overlay/demo/demo", overlay={"demo/a\\b.py": "x\n"},
                                    match="backslash in the name"),
     # --- a patch that does not apply (exit 1) ---
     "patch_does_not_apply": Case(patch="does_not_apply", exit=1, names="0001-change.patch",
@@ -157,7 +157,7 @@ def make_project(tmp_path: Path, case: Case) -> Project:
     shutil.copy(DATA / "patches" / f"{case.patch}.patch", series_dir / "0001-change.patch")
     (series_dir / "series").write_text(case.series or "# the one patch\n0001-change.patch\n")
     for path, text in case.overlay.items():
-        target = tmp_path / "overlay" / "demo" / "1.0" / path
+        target = tmp_path / "overlay" / "demo" / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     (tmp_path / "overlay").mkdir(exist_ok=True)

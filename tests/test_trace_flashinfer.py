@@ -117,7 +117,7 @@ def fq_args(inp, gs, kwargs):
     op = torch.ops.nvfp4_overlay.flashinfer_fp4_quantize.default
     out = []
     for arg in op._schema.arguments:
-        if arg.name == "nvfp4_4over6_code":
+        if arg.name == "nvfp4_4over6":
             out.append(-1)
         else:
             out.append(bound[arg.name])

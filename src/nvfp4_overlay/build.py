@@ -88,17 +88,17 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: Whee
     for item in overlay:
         problem = name_problem(item.path)
         if problem:
-            msg = f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: {problem}; rename the file"
+            msg = f"overlay/{upstream.target.dist}/{item.path}: {problem}; rename the file"
             raise ConfigError(msg)
         if item.path.lower() in kept:
             msg = (
-                f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: would overwrite "
+                f"overlay/{upstream.target.dist}/{item.path}: would overwrite "
                 f"upstream's {item.path}; change that file with a patch in the series instead"
             )
             raise ConfigError(msg)
         if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
             msg = (
-                f"overlay/{upstream.target.dist}/{upstream.target.version}/{item.path}: the overlay may not add "
+                f"overlay/{upstream.target.dist}/{item.path}: the overlay may not add "
                 f"metadata (the build writes the dist-info); remove the file"
             )
             raise ConfigError(msg)

@@ -189,9 +189,18 @@ class OverlayFile:
     mode: int
 
 
+def overlay_root(overlay_dir: Path, dist: str) -> Path:
+    """overlay/<dist>/: the files every release of dist gets (docs/design.md, "Carrying")."""
+    return overlay_dir / canonicalize_name(dist)
+
+
 def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
-    """overlay/<dist>/<version>/...: whole files to add to the wheel root, in path order."""
-    root = overlay_dir / target.dist / target.version
+    """overlay/<dist>/...: whole files added to the wheel root of every release of dist, in path order.
+
+    One source per distribution: the code adapts to the release it lands in by what it reads there
+    (signatures, module paths), so no release has a copy of its own.
+    """
+    root = overlay_root(overlay_dir, target.dist)
     if not root.is_dir():
         return ()
     files = []

@@ -155,16 +155,9 @@ def cmd_refresh(ctx: Any) -> int:
     old = load_upstream(ctx.patches_dir, source)
     series = read_series(old.directory)
     dest = ctx.patches_dir / dist / target.version
-    overlay_from, overlay_to = (
-        ctx.overlay_dir / dist / source.version,
-        ctx.overlay_dir / dist / target.version,
-    )
-    for path in (dest, overlay_to if overlay_from.is_dir() else None):
-        if path is not None and path.exists():
-            msg = (
-                f"{path}: already exists; refresh never overwrites a series (remove it first if it is stale)"
-            )
-            raise ConfigError(msg)
+    if dest.exists():
+        msg = f"{dest}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+        raise ConfigError(msg)
     wheels = releases.release_wheels(target, [w.filename for w in old.wheels], ctx.source)
     for w in wheels:
         ctx.log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
@@ -193,8 +186,6 @@ def cmd_refresh(ctx: Any) -> int:
         series_text(series, ported, source, today),
         upstream_text(wheels, command),
         wheels,
-        overlay_from if overlay_from.is_dir() else None,
-        overlay_to,
     )
     load_upstream(ctx.patches_dir, target)  # the file it wrote reads back
     for line in ported.dropped:
@@ -204,11 +195,8 @@ def cmd_refresh(ctx: Any) -> int:
         "patches": [n for n, _ in ported.patches],
         "dropped": list(ported.dropped),
         "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in wheels],
-        "overlay": str(overlay_to) if overlay_from.is_dir() else None,
     }
-    human = f"wrote {dest}: {len(ported.patches)} patches, {len(wheels)} wheels" + (
-        f"; copied {overlay_from} to {overlay_to}" if overlay_from.is_dir() else ""
-    )
+    human = f"wrote {dest}: {len(ported.patches)} patches, {len(wheels)} wheels"
     ctx.emit(document, human)
     return 0
 
@@ -250,43 +238,20 @@ def write_series(
     series: str,
     upstream: str,
     wheels: Sequence[ReleaseWheel],
-    overlay_from: Path | None,
-    overlay_to: Path,
 ) -> None:
-    """Write the series (and the overlay copy) under temporary names, check it, then rename it into place."""
+    """Write the series under a temporary name, check it, then rename it into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".refresh-{dest.name}-"))
     temp.chmod(0o755)  # mkdtemp makes it private; a series directory is not
-    overlay_temp: Path | None = None
     try:
         for name, text in ported.patches:
             (temp / name).write_bytes(text.encode("utf-8", "surrogateescape"))
         (temp / "series").write_text(series)
         (temp / "upstream.toml").write_text(upstream)
         _check_exact(read_series(temp), wheels)
-        if overlay_from is not None:
-            overlay_to.parent.mkdir(parents=True, exist_ok=True)
-            overlay_temp = Path(
-                tempfile.mkdtemp(dir=overlay_to.parent, prefix=f".refresh-{overlay_to.name}-")
-            )
-            overlay_temp.chmod(0o755)
-            shutil.copytree(
-                overlay_from,
-                overlay_temp,
-                dirs_exist_ok=True,
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            )
         os.rename(temp, dest)
-        if overlay_temp is not None:
-            try:
-                os.rename(overlay_temp, overlay_to)
-            except OSError:
-                os.rename(dest, temp)  # no half result: the series goes too
-                raise
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-        if overlay_temp is not None:
-            shutil.rmtree(overlay_temp, ignore_errors=True)
 
 
 def _check_exact(series: Series, wheels: Sequence[ReleaseWheel]) -> None:

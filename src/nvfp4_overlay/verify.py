@@ -11,7 +11,7 @@ from packaging.utils import parse_wheel_filename
 
 from .archive import WheelReader
 from .errors import ConfigError, OverlayError
-from .manifest import Target, load_overlay, load_upstream
+from .manifest import Target, load_overlay, load_upstream, overlay_root
 from .metadata import PROVENANCE, find_dist_info, parse_record, record_hash, sha256_hex
 from .patching import read_series
 
@@ -91,4 +91,4 @@ def _check_provenance(verdict: Verdict, name: str, version: str, patches_dir: Pa
         verdict.problems.append(f"built with patches {built}, the series at {upstream.directory} is {series_now}; rebuild")
     overlay_now = {f.path: sha256_hex(f.data) for f in overlay}
     if doc.get("overlay") != overlay_now:
-        verdict.problems.append(f"overlay files differ from {overlay_dir / target.dist / target.version}; rebuild")
+        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)}; rebuild")

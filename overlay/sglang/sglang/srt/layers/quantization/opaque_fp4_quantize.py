@@ -1,9 +1,10 @@
 """FlashInfer's fp4_quantize as an opaque torch.library custom op, for torch.compile (nvfp4-overlay).
 
 Backport of SGLang 0.5.12 (srt/layers/quantization/fp4_utils.py, sgl-project/sglang#23745) to
-SGLang 0.5.8 and its pin flashinfer-python==0.6.1, which has no ``backend``
-argument (0.5.12 passes one).
-Upstream 0.5.8 calls ``flashinfer.fp4_quantize`` in ``ModelOptFp4LinearMethod.apply`` on SM120;
+SGLang 0.5.8-0.5.11 (one source for all of them) and their pins flashinfer-python 0.6.1-0.6.8.post1.
+It has no ``backend`` argument: 0.6.1-0.6.7.post3 have none, and 0.6.8.post1's stays at its default
+("cuda"), as upstream 0.5.11 leaves it (0.5.12 picks "cute-dsl" on SM100).
+Upstream 0.5.8-0.5.11 call ``flashinfer.fp4_quantize`` in ``ModelOptFp4LinearMethod.apply`` on SM120;
 under ``torch.compile(fullgraph=True)`` (``--enable-piecewise-cuda-graph``) dynamo traces into
 FlashInfer's JIT loader (``nvcc --version`` in a subprocess, file locks) and fails. Here dynamo sees
 one opaque op with a fake; eager callers reach ``flashinfer.fp4_quantize`` as before, without the
@@ -13,12 +14,14 @@ dispatcher (the op exists only for the tracer).
 from typing import Optional, Tuple
 
 import torch
+from flashinfer import __version__ as _flashinfer_version
 from flashinfer import fp4_quantize as _flashinfer_fp4_quantize
+from packaging.version import Version
 
-# How flashinfer-python==0.6.1 shapes the swizzled scale factors: the kernel fills a flat
-# uint8 buffer of round_up(M, 128 or 8) * round_up(K // sf_vec_size, 4) bytes, which
-# flashinfer reshapes to K // sf_vec_size columns (0.6.8 moved to the padded count).
-_SF_COLS_PADDED = False
+# How the installed flashinfer shapes the swizzled scale factors: the kernel fills a flat uint8
+# buffer of round_up(M, 128 or 8) * round_up(K // sf_vec_size, 4) bytes, which flashinfer views as
+# round_up(K // sf_vec_size, 4) columns from 0.6.8 on, and as K // sf_vec_size columns before.
+_SF_COLS_PADDED = Version(_flashinfer_version).release >= (0, 6, 8)
 
 
 def _round_up(x: int, y: int) -> int:

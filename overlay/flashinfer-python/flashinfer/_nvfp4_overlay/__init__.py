@@ -1,0 +1,10 @@
+"""nvfp4-overlay: what nvfp4-overlay adds to FlashInfer, one source for every release.
+
+- cuda.py: get_cuda_path, get_cuda_version and is_cuda_version_at_least without a process,
+  in place of jit/cpp_ext.py's (patch 0001); nvcc_facing.py lists the call sites that ask nvcc.
+- fp4.py: the public FP4 entry points as opaque custom ops while dynamo traces (patch 0002).
+
+The modules adapt to the release they land in by what they read there (signatures, where a
+function lives), so no release carries a copy of its own. This package imports nothing of
+FlashInfer at import time: flashinfer/jit/cpp_ext.py imports it while flashinfer is loading.
+"""

@@ -1,0 +1,129 @@
+"""nvfp4-overlay: public FlashInfer entry points as opaque custom ops while dynamo traces.
+
+Patch 0002 puts ``@route`` on each routed entry point (one line above its ``def``). Eager callers
+get upstream's function unchanged, behind one ``torch.compiler.is_compiling()`` check. While dynamo
+traces, the call becomes one ``torch.ops.nvfp4_overlay.flashinfer_<name>`` node: dynamo asks the
+op's fake (fakes.py) for the outputs and never enters the JIT loader (nvcc, file locks, dlopen) or
+the kernel wrapper; when the compiled graph runs, the op calls upstream's function with every
+argument it was given.
+
+The op is built from what the release itself says: its schema from the upstream signature (every
+parameter, in order, keyword-only ones too), so a parameter upstream adds reaches the op with no
+change here. entries.py holds the little that a signature cannot say: the outputs, which values
+route, and how to carry a value no schema type can (an enum, a sentinel).
+"""
+
+import functools
+import inspect
+import typing
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+import torch
+
+from .entries import ENTRIES, Entry
+
+NAMESPACE = "nvfp4_overlay"
+_ops: Dict[str, Any] = {}  # entry point name -> its custom op, one per process
+
+_SCHEMA_TYPES = {torch.Tensor: "Tensor", int: "int", float: "float", bool: "bool", str: "str",
+                 torch.dtype: "ScalarType", torch.device: "Device"}
+
+
+def route(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Patch 0002's decorator: fn for eager callers, one opaque op while dynamo traces.
+
+    An entry point this module cannot route (a parameter of a type it does not know) stays
+    exactly upstream's, with a warning: the overlay never makes an import fail.
+    """
+    try:
+        plan = _plan(fn, ENTRIES[fn.__name__])
+    except Exception as exc:  # noqa: BLE001 - any failure leaves upstream's function in place
+        warnings.warn(f"nvfp4-overlay: {fn.__module__}.{fn.__name__} is not routed ({exc})", stacklevel=2)
+        return fn
+    return plan.wrapper()
+
+
+@dataclass(frozen=True)
+class _Plan:
+    fn: Callable[..., Any]
+    entry: Entry
+    names: Tuple[str, ...]  # every parameter, in signature order
+    positional: Tuple[str, ...]  # those a caller may pass by position
+    defaults: Mapping[str, Any]
+    encode: Mapping[str, Callable[[Any], Any]]
+    op: Any
+
+    def wrapper(self) -> Callable[..., Any]:
+        fn, names, positional, defaults, encode, op = (
+            self.fn, self.names, self.positional, self.defaults, self.encode, self.op)
+        routes = self.entry.routes
+
+        @functools.wraps(fn)
+        def routed(*args: Any, **kwargs: Any) -> Any:
+            if torch.compiler.is_compiling() and len(args) <= len(positional):
+                values = dict(defaults)
+                values.update(zip(positional, args))
+                values.update(kwargs)
+                if len(values) == len(names) and all(values[k] in v for k, v in routes.items() if k in values):
+                    return op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
+            return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
+
+        routed.__nvfp4_overlay_op__ = op  # type: ignore[attr-defined]
+        return routed
+
+
+def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
+    signature = inspect.signature(fn)
+    inner = inspect.unwrap(fn)  # past @flashinfer_api: its annotations name the defining module's globals
+    hints = typing.get_type_hints(inner)
+    names, positional, defaults, types = [], [], {}, []
+    for p in signature.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.default is p.empty and p.kind is p.KEYWORD_ONLY:
+            raise TypeError(f"parameter {p.name} ({p.kind.description}) has no place in a schema")
+        names.append(p.name)
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            positional.append(p.name)
+        if p.default is not p.empty:
+            defaults[p.name] = p.default
+        codec = entry.codecs.get(p.name)
+        types.append(codec.schema if codec else _schema_type(hints.get(p.name, p.empty), p.name))
+    upstream = inner.__globals__
+    encode = {n: functools.partial(c.encode, upstream) for n, c in entry.codecs.items() if n in names}
+    decode = {n: functools.partial(c.decode, upstream) for n, c in entry.codecs.items() if n in names}
+    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> {entry.returns}"
+    op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode)
+    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, op)
+
+
+def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema: str,
+            decode: Mapping[str, Callable[[Any], Any]]) -> Any:
+    def real(*values: Any) -> Any:
+        # Runs when the graph executes, where is_compiling() is False: upstream's own body.
+        return fn(**{n: decode[n](v) if n in decode else v for n, v in zip(names, values)})
+
+    def fake(*values: Any) -> Any:
+        return entry.fake(**{n: decode[n](v) if n in decode else v for n, v in zip(names, values)})
+
+    op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real, mutates_args=(), schema=schema)
+    op.register_fake(fake)
+    _ops[fn.__name__] = op
+    return op
+
+
+def _schema_type(hint: Any, name: str) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union and len(args) == 2 and type(None) in args:
+        inner = next(a for a in args if a is not type(None))
+        return _schema_type(inner, name) + "?"
+    if origin in (list, List) and len(args) == 1:
+        return _schema_type(args[0], name) + "[]"
+    if hint in _SCHEMA_TYPES:
+        return _SCHEMA_TYPES[hint]
+    raise TypeError(f"parameter {name}: no schema type for {hint!r}; give it a codec in entries.py")
+
+
+def op_of(fn: Callable[..., Any]) -> Optional[Any]:
+    """The custom op a routed entry point calls while tracing; None when it is not routed."""
+    return getattr(fn, "__nvfp4_overlay_op__", None)
