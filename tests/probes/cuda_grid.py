@@ -1,0 +1,243 @@
+"""Probe for tests/test_cuda_versions.py: what FlashInfer would hand nvcc, over a toolkit grid.
+
+``python cuda_grid.py < plan.json`` prints one JSON document. The plan names FlashInfer trees
+(an unpacked upstream or patched wheel each, optionally with the indexes of the cells it runs) and cells (torch's CUDA release, a CUDA_HOME, a GPU).
+This process imports torch once; each tree is imported in a forked child (``jobs`` at a time), and
+each cell runs in a child forked from that one, so a cell sees flashinfer as a fresh import left it
+and nothing of another cell. A cell sets torch.version.cuda, CUDA_HOME (or PATH) and the reported
+GPU, then does again the one import-time step those feed (jit/core.py's
+``current_compilation_context``, re-initialised in place, as every importer shares that object),
+and records:
+
+- ``archs``: TARGET_CUDA_ARCHS, or the warning CompilationContext logged instead;
+- ``modules``: for each FP4-quantize JIT spec and a few whose flags come from the architecture list,
+  the ``cuda_cflags`` line of the build.ninja that FlashInfer writes for it, or the error;
+- ``processes``: every process the cell started (an audit hook), and ``opened`` the toolkit files.
+
+Paths are written as <tree>, <toolkit>, <workspace> so that two trees compare line for line.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import selectors
+import sys
+import tempfile
+import traceback
+from typing import Any
+
+import torch
+
+SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
+ARCH_LIST_MODULES = [  # (module, function, arguments): flags from the architecture list
+    ("flashinfer.jit.activation", "gen_act_and_mul_module", ["silu"]),
+    ("flashinfer.jit.norm", "gen_norm_module", []),
+    ("flashinfer.jit.fp4_kv_quantization", "gen_fp4_kv_quantization_module", []),
+]
+FP4_MODULES = ["flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quantization",
+               "flashinfer.jit.fp4_quantization"]
+
+
+def main() -> None:
+    plan = json.load(sys.stdin)
+    results: dict[str, Any] = {}
+    trees = list(plan["trees"])
+    running: dict[int, tuple[str, int, list[bytes]]] = {}  # pipe -> (tree, child, what it wrote)
+    select = selectors.DefaultSelector()
+    while trees or running:
+        while trees and len(running) < plan.get("jobs", 1):
+            tree = trees.pop(0)
+            cells = [plan["cells"][i] for i in tree.get("cells", range(len(plan["cells"])))]
+            read, pid = _fork(lambda tree=tree, cells=cells: probe_tree(tree, cells))
+            running[read] = (tree["key"], pid, [])
+            select.register(read, selectors.EVENT_READ)
+        for ready, _ in select.select():
+            key, pid, chunks = running[ready.fd]
+            chunk = os.read(ready.fd, 1 << 16)
+            if chunk:
+                chunks.append(chunk)
+                continue
+            select.unregister(ready.fd)
+            os.close(ready.fd)
+            os.waitpid(pid, 0)
+            del running[ready.fd]
+            results[key] = json.loads(b"".join(chunks) or b'{"crash": "no output"}')
+    json.dump(results, sys.stdout)
+
+
+def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, Any]:
+    os.environ.pop("CUDA_HOME", None)
+    os.environ.pop("CUDA_PATH", None)
+    os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
+    # A workspace of its own: FlashInfer writes build.ninja there, and trees probe side by side.
+    os.environ["FLASHINFER_WORKSPACE_BASE"] = tempfile.mkdtemp(prefix="flashinfer-workspace-")
+    sys.path.insert(0, tree["path"])
+    import flashinfer  # noqa: F401 - with no GPU: TARGET_CUDA_ARCHS empty, no version asked yet
+    from flashinfer.jit import core as jit_core
+    from flashinfer.jit import cpp_ext
+
+    cold = _cold(cpp_ext)
+    if cold is not None:
+        return {"import_error": f"a CUDA version was looked up at import ({cold}); the grid needs it cold"}
+    if tree.get("empty_table"):  # the control: no call site asks nvcc's question (turn 1's patch)
+        from flashinfer._nvfp4_overlay import nvcc_facing
+
+        nvcc_facing.NVCC_FACING.clear()
+    out = []
+    for cell in cells:
+        read, pid = _fork(lambda cell=cell: probe_cell(cell, tree["path"], jit_core, cpp_ext))
+        out.append(_read_child(read))  # all of it before the wait: a full pipe would block the child
+        os.waitpid(pid, 0)
+    return {"cells": out}
+
+
+def probe_cell(cell: dict[str, Any], tree: str, jit_core: Any, cpp_ext: Any) -> dict[str, Any]:
+    # The box: torch's CUDA, the toolkit, the GPU.
+    torch.version.cuda = cell["torch"]
+    toolkit = cell["toolkit"]
+    if cell.get("on_path"):
+        os.environ["PATH"] = os.path.join(toolkit, "bin") + os.pathsep + os.environ.get("PATH", "")
+    else:
+        os.environ["CUDA_HOME"] = toolkit
+    major, minor = cell["gpu"]
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.is_available = lambda: True
+    torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    workspace = os.environ["FLASHINFER_WORKSPACE_BASE"]
+    events: list[list[str]] = []
+
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if event == "subprocess.Popen":  # (executable, args, cwd, env)
+            argv = [args[1]] if isinstance(args[1], (str, bytes)) else list(args[1] or [args[0]])
+            events.append(["process", *(_clean(os.fsdecode(a), tree, toolkit, workspace) for a in argv)])
+        elif event in SPAWN or event.startswith("os.exec"):
+            events.append(["process", _clean(repr(args[0])[:200], tree, toolkit, workspace)])
+        elif event == "open" and isinstance(args[0], str) and args[0].startswith(toolkit):
+            events.append(["open", _clean(args[0], tree, toolkit, workspace)])
+
+    sys.addaudithook(audit)
+    warnings: list[str] = []
+    handler = _ListHandler(warnings)
+    logging.getLogger().addHandler(handler)
+    logging.getLogger().setLevel(logging.WARNING)
+    # What jit/core.py's import did with no GPU, done again for this one.
+    jit_core.current_compilation_context.__init__()
+    archs = sorted([m, str(s)] for m, s in jit_core.current_compilation_context.TARGET_CUDA_ARCHS)
+    result: dict[str, Any] = {"archs": archs, "arch_warnings": [w for w in warnings if "capability" in w]}
+    modules = {}
+    for name, make in _specs():
+        try:
+            spec = make()
+            spec.write_ninja()
+            with open(spec.ninja_path) as f:
+                flags = _ninja_variable(f.read(), "cuda_cflags")
+            modules[name] = {"cuda_cflags": [_clean(flag, tree, toolkit, workspace) for flag in flags]}
+        except Exception as exc:  # noqa: BLE001 - the error is the result, compared with upstream's
+            modules[name] = {"error": [type(exc).__name__, _clean(str(exc), tree, toolkit, workspace)[:300]]}
+    result["modules"] = modules
+    # A run-time choice, from outside FlashInfer: torch's release (patched), nvcc's (upstream).
+    result["runtime_version"] = str(cpp_ext.get_cuda_version())
+    result["events"] = events
+    return result
+
+
+def _specs() -> list[tuple[str, Any]]:
+    import importlib
+
+    specs = []
+    seen = set()
+    for module_name in FP4_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attr in sorted(vars(module)):
+            fn = getattr(module, attr)
+            if attr.startswith("gen_fp4_quantization_sm") and attr.endswith("_module") and fn not in seen:
+                seen.add(fn)
+                specs.append((f"{module_name}.{attr}", fn))
+    for module_name, attr, args in ARCH_LIST_MODULES:
+        try:
+            fn = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError):
+            continue
+        specs.append((f"{module_name}.{attr}", lambda fn=fn, args=args: fn(*args)))
+    return specs
+
+
+def _ninja_variable(text: str, name: str) -> list[str]:
+    """The words of a build.ninja variable, its ' $' line continuations joined."""
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.startswith(f"{name} = "):
+            value = line[len(name) + 3:]
+            while value.endswith("$"):
+                value = value[:-1] + next(lines, "").strip()
+            return value.split()
+    return []
+
+
+def _cold(cpp_ext: Any) -> str | None:
+    info = getattr(cpp_ext.get_cuda_version, "cache_info", None)
+    if info is not None and info().currsize:
+        return "upstream get_cuda_version's functools.cache"
+    from importlib import import_module
+
+    try:
+        cuda = import_module("flashinfer._nvfp4_overlay.cuda")
+    except ImportError:
+        return None
+    if cuda._toolkit or cuda._cuda_path:
+        return "flashinfer._nvfp4_overlay.cuda's caches"
+    return None
+
+
+def _clean(text: str, tree: str, toolkit: str, workspace: str) -> str:
+    return text.replace(tree, "<tree>").replace(toolkit, "<toolkit>").replace(workspace, "<workspace>")
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.into.append(record.getMessage())
+
+
+def _fork(work: Any) -> tuple[int, int]:
+    """A child that runs work() and writes its JSON to the pipe whose read end is returned."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        _run_child(write, work)
+    os.close(write)
+    return read, pid
+
+
+def _run_child(write: int, work: Any) -> None:
+    try:
+        try:
+            result = work()
+        except BaseException:  # noqa: BLE001 - reported to the parent, which fails the test with it
+            result = {"crash": traceback.format_exc()[-4000:]}
+        data = json.dumps(result).encode()
+        while data:
+            data = data[os.write(write, data):]
+    finally:
+        os._exit(0)
+
+
+def _read_child(read: int) -> Any:
+    chunks = []
+    while chunk := os.read(read, 1 << 16):
+        chunks.append(chunk)
+    os.close(read)
+    return json.loads(b"".join(chunks) or b'{"crash": "no output"}')
+
+
+if __name__ == "__main__":
+    main()
