@@ -87,10 +87,11 @@ def shifted(n: int, text: str = BASE) -> str:
 RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = {
     "1.0": ({MOD: BASE, OTHER: OTHER_TEXT}, State.EXACT, (State.EXACT, State.EXACT), State.EXACT),
     "1.1": ({MOD: shifted(5), OTHER: OTHER_TEXT}, State.OFFSET, (State.OFFSET, State.OFFSET), State.EXACT),
+    # A context line changed, not the patched one: only with fuzz for the applier, clean for merge3.
     "1.2": (
         {MOD: edit(BASE, line_07="LINE 07"), OTHER: OTHER_TEXT},
-        State.FUZZY,
-        (State.FUZZY, State.EXACT),
+        State.MERGES,
+        (State.MERGES, State.EXACT),
         State.EXACT,
     ),
     "1.3": (
@@ -129,6 +130,13 @@ RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = 
         (State.CONFLICT, State.CONFLICT),
         State.EXACT,
     ),
+    # Fuzz 1 places hunk 1; upstream rewrote the line hunk 2 changes, so the file does not merge.
+    "1.9": (
+        {MOD: edit(BASE, line_07="LINE 07", line_30="line 30 upstream"), OTHER: OTHER_TEXT},
+        State.CONFLICT,
+        (State.FUZZY, State.CONFLICT),
+        State.EXACT,
+    ),
     "2.0": ({MOD: BASE, OTHER: "a\nb fixed\nc\n"}, State.EXACT, (State.EXACT, State.EXACT), State.OBSOLETE),
 }
 
@@ -150,9 +158,10 @@ def layout(project: Callable[..., dict[str, Path]], make_wheel: Callable[..., Pa
 
 def drift_on(layout: dict[str, Path], version: str) -> list[PatchDrift]:
     series = read_series(layout["patches"] / "demo" / "1.0")
-    files = RELEASES[version][0]
+    files, origin = RELEASES[version][0], RELEASES["1.0"][0]
     return drift_series(
-        series, lambda p: files[p].encode() if p in files else None, sorted(files), "demo", version
+        series, lambda p: files[p].encode() if p in files else None, sorted(files), "demo", version,
+        lambda p: origin[p].encode() if p in origin else None,
     )
 
 
@@ -183,7 +192,7 @@ def test_offset_is_counted_from_the_header(layout: dict[str, Path]) -> None:
 
 
 def test_fuzzy_reports_the_line_that_fuzz_ignored(layout: dict[str, Path]) -> None:
-    p1, _ = drift_on(layout, "1.2")
+    p1, _ = drift_on(layout, "1.9")
     hunk = p1.hunks[0]
     assert (hunk.fuzz, hunk.offset, hunk.line) == (1, 0, 7)
     assert (hunk.mismatch.line, hunk.mismatch.expected, hunk.mismatch.found) == (7, "line 07\n", "LINE 07\n")  # type: ignore[union-attr]
@@ -260,18 +269,21 @@ def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path
     assert first == {"line": 10, "expected": "line 10\n", "found": "line 10 upstream\n"}
     assert all(not w["pinned"] and len(w["sha256"]) == 64 for w in doc["wheels"])
     text = md.read_text()
-    assert "| 1.0 | `0001-two-hunks.patch` | offset | **fuzzy** | **conflict** |" in text
-    assert "First needs a person at **1.2** (fuzzy)" in text
+    assert "| 1.0 | `0001-two-hunks.patch` | offset | merges | **conflict** |" in text
+    assert "First needs a person at **1.3** (conflict)" in text
+    assert doc["merges"] == 1 and doc["cells_needing_a_person"] == 8
 
 
 def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> None:
     code, out, err, _ = run("drift", "--against", "pinned", *cli_args(layout))
     assert code == 0, err
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "exact"]
-    assert "every patch applies exactly or at an offset" in out
+    assert "no patch needs a person" in out
     code, out, _, _ = run("drift", "--against", "1.2", "1.3", *cli_args(layout))
     assert code == 1
-    assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "FUZZY", "CONFLICT"]
+    assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "merges", "CONFLICT"]
+    code, out, _, _ = run("drift", "--against", "1.1", "1.2", *cli_args(layout))
+    assert code == 0  # what refresh ports unattended needs no person
 
 
 @pytest.mark.parametrize(
@@ -340,15 +352,30 @@ def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[s
     assert "demo-1.1+nvfp4.1-py3-none-any.whl" in out
 
 
+def test_refresh_ports_by_three_way_merge_and_regenerates_exact_hunks(layout: dict[str, Path]) -> None:
+    """1.2 changed a context line: the hunk applies only with fuzz, merge3 carries it over unattended."""
+    code, out, err, _ = run("refresh", "demo", "1.0", "1.2", *cli_args(layout))
+    assert code == 0, err
+    series = read_series(layout["patches"] / "demo" / "1.2")
+    hunk = series.patches[0].files[0].hunks[0]
+    assert [line for line in hunk.before] == ["LINE 07\n", "line 08\n", "line 09\n", "line 10\n",
+                                              "line 11\n", "line 12\n", "line 13\n"]  # 1.2's own context
+    files = RELEASES["1.2"][0]
+    applied = apply_series(series, lambda p: files[p].encode() if p in files else None)
+    assert [(h.placement.offset, h.placement.fuzz) for h in applied.hunks] == [(0, 0)] * 3
+    expected = edit(BASE, line_07="LINE 07", line_10="line 10 patched", line_30="line 30 patched")
+    assert applied.files[MOD].decode() == expected
+
+
 @pytest.mark.parametrize(
     ("version", "extra", "match"),
     [
-        ("1.2", [], "0001-two-hunks.patch: fuzzy"),
+        ("1.9", [], "hunk 1 (@@ -7,7 +7,7 @@) applies only with fuzz 1"),
         ("1.3", [], "0001-two-hunks.patch: conflict"),
         ("1.6", [], "0001-two-hunks.patch: missing-file"),
         ("1.5", [], "rerun with --drop-upstream"),
         ("2.0", [], "0002-taken-upstream.patch: obsolete"),
-        ("1.2", ["--drop-upstream"], "0001-two-hunks.patch: fuzzy"),
+        ("1.9", ["--drop-upstream"], "hunk 1 (@@ -7,7 +7,7 @@) applies only with fuzz 1"),
     ],
     ids=[
         "fuzzy",

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import conflicts, releases
+from .merge import three_way
 from .errors import ConfigError
 from .manifest import all_targets
 from .patching import (
@@ -46,6 +47,7 @@ class State(str, Enum):
     UPSTREAM = "upstream"
     PARTLY_UPSTREAM = "partly-upstream"
     OBSOLETE = "obsolete"
+    MERGES = "merges"
     FUZZY = "fuzzy"
     CONFLICT = "conflict"
     MISSING_FILE = "missing-file"
@@ -58,6 +60,11 @@ class State(str, Enum):
     def clean(self) -> bool:
         """The build applies it as it is (offsets are allowed and reported)."""
         return self in (State.EXACT, State.OFFSET)
+
+    @property
+    def needs_person(self) -> bool:
+        """Neither the build nor refresh carries it over unattended (upstream hunks: a person drops them)."""
+        return self not in (State.EXACT, State.OFFSET, State.MERGES)
 
 
 BROKEN = (State.FUZZY, State.CONFLICT, State.MISSING_FILE)
@@ -84,6 +91,8 @@ class HunkDrift:
             return f"{where} applies at offset {self.offset:+d} (line {self.line})"
         if self.state is State.UPSTREAM:
             return f"{where} is already upstream: its post-image is at line {self.line}"
+        if self.state is State.MERGES:
+            return f"{where} ports by three-way merge ({self.note}); 'nvfp4-overlay refresh' writes it"
         if self.state is State.MISSING_FILE:
             return f"{where}: {self.path} is not in the wheel{'; ' + self.note if self.note else ''}"
         if self.state in (State.FUZZY, State.CONFLICT) and self.mismatch:
@@ -150,14 +159,17 @@ Read = Callable[[str], "bytes | None"]
 
 
 def drift_series(
-    series: Series, read: Read, names: Sequence[str], dist: str, version: str
+    series: Series, read: Read, names: Sequence[str], dist: str, version: str, origin: Read | None = None
 ) -> list[PatchDrift]:
     """Classify every hunk of the series on a release whose files `read` returns (None: absent).
 
     Patches see what the earlier patches made of a file; hunks that do not apply are left out of it.
-    `names` are every member of the release, to say where a missing file went. Pure: no I/O.
+    `names` are every member of the release, to say where a missing file went. `origin` reads the
+    files of the series' own release: where a hunk does not apply, the file is merged three ways
+    (merge.three_way) and the hunk "merges" when no region conflicts. Pure: no I/O.
     """
     current: dict[str, list[str] | None] = {}
+    base = _Origin(origin)
 
     def lines_of(path: str) -> list[str] | None:
         if path not in current:
@@ -171,7 +183,10 @@ def drift_series(
         images = []
         for fp in patch.files:
             before = lines_of(fp.source) if fp.source else lines_of(fp.path)
+            old, new = base.images(fp)
             after, found = _drift_file(fp, before, names, read)
+            if old is not None and new is not None and before is not None and fp.target is not None:
+                after, found = _merged(fp, old, new, before, after, found)
             hunks += found
             if fp.source and fp.source != fp.path:
                 current[fp.source] = None
@@ -192,11 +207,61 @@ def drift_series(
     return results
 
 
+class _Origin:
+    """The series' own release, file by file, before and after each patch (the merge's base and ours)."""
+
+    def __init__(self, read: Read | None) -> None:
+        self.read = read
+        self.current: dict[str, list[str] | None] = {}
+
+    def images(self, fp: FilePatch) -> tuple[list[str] | None, list[str] | None]:
+        if self.read is None or fp.source is None:
+            return None, None
+        if fp.source not in self.current:
+            data = self.read(fp.source)
+            self.current[fp.source] = None if data is None else split_lines(decode(data))
+        old = self.current[fp.source]
+        if old is None:
+            return None, None
+        new, placements = apply_hunks(list(old), fp.hunks)
+        if not all(isinstance(p, Placement) and p.offset == 0 for p in placements) or len(placements) < len(fp.hunks):
+            return None, None  # not exact on its own release: nothing to merge from
+        self.current[fp.path] = new
+        return old, new
+
+
+def _merged(
+    fp: FilePatch, old: list[str], new: list[str], before: list[str], after: list[str] | None,
+    found: list[HunkDrift],
+) -> tuple[list[str] | None, list[HunkDrift]]:
+    """Where hunks do not apply, the three-way merge: "merges", or the conflicts it found, hunk by hunk."""
+    if all(h.state.clean or h.state is State.UPSTREAM for h in found):
+        return after, found
+    merged = three_way(old, new, before)
+    if merged.lines is not None:
+        note = "upstream changed only lines the patch leaves alone"
+        return list(merged.lines), [
+            replace(h, state=State.MERGES, note=note) if h.state in (State.FUZZY, State.CONFLICT) else h
+            for h in found
+        ]
+    out = list(found)
+    for conflict in merged.conflicts:
+        for i, (h, hunk) in enumerate(zip(out, fp.hunks, strict=True)):
+            start, end = hunk.expected_index, hunk.expected_index + len(hunk.before)
+            if h.state in (State.FUZZY, State.CONFLICT) and start <= conflict.base_line - 1 <= end:
+                why = f"no three-way merge: {conflict.describe()}"
+                out[i] = replace(h, note=f"{h.note}; {why}" if h.note else why)
+                break
+    return after, out
+
+
 def patch_state(hunks: Sequence[HunkDrift]) -> State:
     states = {h.state for h in hunks}
     broken = [s for s in states if s in BROKEN]
     if broken:
         return max(broken, key=lambda s: s.rank)
+    if State.MERGES in states:
+        return State.MERGES
     if State.UPSTREAM in states:
         return State.UPSTREAM if states == {State.UPSTREAM} else State.PARTLY_UPSTREAM
     return State.OFFSET if State.OFFSET in states else State.EXACT

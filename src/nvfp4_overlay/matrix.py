@@ -31,6 +31,10 @@ class Cell:
     def clean(self) -> bool:
         return all(p.state.clean for p in self.patches)
 
+    @property
+    def needs_person(self) -> bool:
+        return any(p.state.needs_person for p in self.patches)
+
 
 @dataclass
 class Matrix:
@@ -40,8 +44,8 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        """0 when the build would apply every series everywhere it was asked about; 1 otherwise."""
-        return 0 if all(c.clean for c in self.cells) and not self.skipped else 1
+        """0 when every series applies, or ports by three-way merge, everywhere it was asked about."""
+        return 0 if not any(c.needs_person for c in self.cells) and not self.skipped else 1
 
 
 def plan_releases(
@@ -90,6 +94,7 @@ def run_drift(
     matrix = Matrix([], {t: read_series(patches_dir / t.dist / t.version) for t in plan})
     with ExitStack() as stack:
         opened: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
+        origins: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
         done, total = 0, sum(len(versions) for versions in plan.values())
         for target, versions in plan.items():
             for version in versions:
@@ -101,8 +106,12 @@ def run_drift(
                 found = opened[release]
                 if found is None:
                     continue
+                if target not in origins:
+                    origins[target] = _open_origin(patches_dir, target, source, stack, log)
+                origin = origins[target] or opened.get(target)
                 wheel, files = found
-                patches = drift_series(matrix.series[target], files.read, files.names, target.dist, version)
+                patches = drift_series(matrix.series[target], files.read, files.names, target.dist, version,
+                                       origin[1].read if origin else None)
                 matrix.cells.append(Cell(target, wheel, tuple(patches)))
     return matrix
 
@@ -119,6 +128,18 @@ class ReleaseFiles:
         if path not in self._read:
             self._read[path] = self.reader.read(path) if path in self.reader.infos else None
         return self._read[path]
+
+
+def _open_origin(
+    patches_dir: Path, series: Target, source: fetch.Source, stack: ExitStack, log: Callable[[str], None]
+) -> tuple[ReleaseWheel, ReleaseFiles] | None:
+    """The series' own pinned wheel, the base of the three-way merge; without it, drift merges nothing."""
+    try:
+        wheel = releases.release_wheel(patches_dir, series, source)
+    except FetchError as exc:
+        log(f"warning: {series}: no three-way merge ({exc})")
+        return None
+    return wheel, ReleaseFiles(stack.enter_context(WheelReader(wheel.path)))
 
 
 def _open_release(

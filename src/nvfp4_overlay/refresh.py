@@ -51,15 +51,16 @@ def port_series(
     """Regenerate every patch on the release, or refuse with every reason at once. Pure: no I/O."""
     problems = []
     for drift in drifts:
+        upstream_hunks = any(h.state is State.UPSTREAM for h in drift.hunks)
         if drift.state in BROKEN:
             problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
-        elif drift.state in (State.UPSTREAM, State.PARTLY_UPSTREAM, State.OBSOLETE) and not drop_upstream:
+        elif (upstream_hunks or drift.state is State.OBSOLETE) and not drop_upstream:
             problems.append(
                 f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
             )
     if problems:
         msg = (
-            "refresh refused, nothing written (a fuzzy or conflicting hunk needs a person):\n  "
+            "refresh refused, nothing written (a hunk that neither applies nor merges needs a person):\n  "
             + "\n  ".join(problems)
         )
         raise Refused(msg)
@@ -167,7 +168,8 @@ def cmd_refresh(ctx: Any) -> int:
             f"were "
             f"fetched; ask for the others with --python-version/--platform, or add them to upstream.toml"
         )
-    drifts, matrix = _drift_everywhere(series, source, target, wheels)
+    origin = releases.release_wheel(ctx.patches_dir, source, ctx.source)
+    drifts, matrix = _drift_everywhere(series, source, target, wheels, origin.path)
     today = datetime.now(timezone.utc).date()
     try:
         ported = port_series(
@@ -214,14 +216,21 @@ def _version(text: str) -> str:
 
 
 def _drift_everywhere(
-    series: Series, source: Target, target: Target, wheels: Sequence[ReleaseWheel]
+    series: Series, source: Target, target: Target, wheels: Sequence[ReleaseWheel], origin: Path
 ) -> tuple[list[PatchDrift], Matrix]:
-    """Drift on every wheel of the release; the files a series touches must be the same in all of them."""
+    """Drift on every wheel of the release; the files a series touches must be the same in all of them.
+
+    `origin` is the old release's pinned wheel, the base of the three-way merge.
+    """
     results: list[list[PatchDrift]] = []
-    for wheel in wheels:
-        with WheelReader(wheel.path) as reader:
-            files = ReleaseFiles(reader)
-            results.append(drift_series(series, files.read, files.names, target.dist, target.version))
+    with WheelReader(origin) as old:
+        base = ReleaseFiles(old)
+        for wheel in wheels:
+            with WheelReader(wheel.path) as reader:
+                files = ReleaseFiles(reader)
+                results.append(
+                    drift_series(series, files.read, files.names, target.dist, target.version, base.read)
+                )
     for wheel, other in zip(wheels[1:], results[1:], strict=True):
         if [p.images for p in other] != [p.images for p in results[0]]:
             msg = (

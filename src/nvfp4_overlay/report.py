@@ -15,6 +15,7 @@ from .matrix import Cell, Matrix
 LEGEND = (
     "exact: applies at its line; offset: exact context, moved; upstream: already in the release; "
     "partly-upstream: some hunks upstream, the rest apply; obsolete: its Applied-Upstream release is out; "
+    "merges: ports by three-way merge (refresh writes it; the build refuses until then); "
     "fuzzy: applies only if context is ignored (the build refuses); conflict: does not apply; "
     "missing-file: the file is gone"
 )
@@ -64,7 +65,7 @@ def _first_trouble(
 ) -> tuple[str, PatchDrift] | None:
     for version in columns:
         patch = cells.get((row, version))
-        if patch is not None and not patch.state.clean:
+        if patch is not None and patch.state.needs_person:
             return version, patch
     return None
 
@@ -124,13 +125,16 @@ def _attention(
 
 def _verdict(matrix: Matrix) -> str:
     pairs = [p for c in matrix.cells for p in c.patches]
-    bad = sum(1 for p in pairs if not p.state.clean)
+    bad = sum(1 for p in pairs if p.state.needs_person)
+    merges = sum(1 for p in pairs if p.state is State.MERGES)
     releases = len({c.release.target for c in matrix.cells})
     checked = f"{len(matrix.series)} series on {releases} releases"
+    cells = f"; cells: {sum(c.needs_person for c in matrix.cells)} of {len(matrix.cells)} (series, release) need a person"
+    merged = f", {merges} port by three-way merge" if merges else ""
     if matrix.exit_code == 0:
-        return f"every patch applies exactly or at an offset ({len(pairs)} (patch, release) pairs, {checked})"
+        return f"no patch needs a person ({len(pairs)} (patch, release) pairs{merged}, {checked})"
     skipped = f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
-    return f"{bad} of {len(pairs)} (patch, release) pairs need a person ({checked}){skipped}"
+    return f"{bad} of {len(pairs)} (patch, release) pairs need a person{merged} ({checked}){cells}{skipped}"
 
 
 # --- Markdown --------------------------------------------------------------------------------------
@@ -179,7 +183,7 @@ def markdown(matrix: Matrix) -> str:
 def _md_cell(patch: PatchDrift | None) -> str:
     if patch is None:
         return ""
-    return f"**{patch.state.value}**" if not patch.state.clean else patch.state.value
+    return f"**{patch.state.value}**" if patch.state.needs_person else patch.state.value
 
 
 def _md_escape(text: str) -> str:
@@ -192,7 +196,9 @@ def _md_escape(text: str) -> str:
 def document(matrix: Matrix) -> dict[str, Any]:
     return {
         "exit_code": matrix.exit_code,
-        "needs_person": sum(1 for c in matrix.cells for p in c.patches if not p.state.clean),
+        "needs_person": sum(1 for c in matrix.cells for p in c.patches if p.state.needs_person),
+        "cells_needing_a_person": sum(1 for c in matrix.cells if c.needs_person),
+        "merges": sum(1 for c in matrix.cells for p in c.patches if p.state is State.MERGES),
         "wheels": _wheels(matrix),
         "skipped": {str(t): why for t, why in matrix.skipped.items()},
         "cells": [_cell_json(c) for c in matrix.cells],

@@ -1,0 +1,59 @@
+"""Three-way port of one patched file: the old release's upstream and patched file, the new release's file.
+
+A hunk whose context upstream rewrote no longer applies, though what the patch changes may be
+untouched; merge3 (breezy's three-way merge, a maintained library) tells the two apart: where only
+upstream changed a region, its lines win; where only the patch did, the patch's; where both changed
+the same region, it is a conflict a person must resolve. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import merge3
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A region both the patch and upstream changed: its place and text in each of the three files."""
+
+    base_line: int  # 1-based line of the old upstream file where the region starts
+    base: tuple[str, ...]
+    patched: tuple[str, ...]
+    upstream: tuple[str, ...]
+
+    def describe(self) -> str:
+        last = self.base_line + max(len(self.base), 1) - 1
+        where = f"line {self.base_line}" if last == self.base_line else f"lines {self.base_line}-{last}"
+        now = repr(self.upstream[0].strip()) if self.upstream else "nothing (deleted)"
+        return f"the patch and upstream both change {where} of the old release (upstream has {now} there)"
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The new release's file with the patch's changes, or the conflicts that stand in the way."""
+
+    lines: tuple[str, ...] | None
+    conflicts: tuple[Conflict, ...]
+
+
+def three_way(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> Merged:
+    """Carry the change from `base` to `patched` over to `upstream` (all lists of lines with ends)."""
+    out: list[str] = []
+    found: list[Conflict] = []
+    m = merge3.Merge3(list(base), list(patched), list(upstream))
+    for region in m.merge_regions():
+        kind = region[0]
+        if kind == "unchanged":
+            out += base[region[1] : region[2]]
+        elif kind in ("a", "same"):
+            out += patched[region[1] : region[2]]
+        elif kind == "b":
+            out += upstream[region[1] : region[2]]
+        else:  # ("conflict", zstart, zend, astart, aend, bstart, bend)
+            _, zs, ze, as_, ae, bs, be = region
+            found.append(Conflict(zs + 1, tuple(base[zs:ze]), tuple(patched[as_:ae]), tuple(upstream[bs:be])))
+    if found:
+        return Merged(None, tuple(found))
+    return Merged(tuple(out), ())
