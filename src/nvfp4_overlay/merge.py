@@ -53,7 +53,34 @@ def three_way(base: Sequence[str], patched: Sequence[str], upstream: Sequence[st
             out += upstream[region[1] : region[2]]
         else:  # ("conflict", zstart, zend, astart, aend, bstart, bend)
             _, zs, ze, as_, ae, bs, be = region
+            beside = _insertion_beside(base[zs:ze], patched[as_:ae], upstream[bs:be])
+            if beside is not None:
+                out += beside
+                continue
             found.append(Conflict(zs + 1, tuple(base[zs:ze]), tuple(patched[as_:ae]), tuple(upstream[bs:be])))
     if found:
         return Merged(None, tuple(found))
     return Merged(tuple(out), ())
+
+
+def _insertion_beside(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> list[str] | None:
+    """The patch only added lines before (or after) a region upstream rewrote: both changes.
+
+    merge3 calls any two changes that touch a conflict, so a decorator the patch puts above
+    ``@flashinfer_api`` conflicts with upstream turning that line into ``@flashinfer_api(trace=...)``.
+    No merge library resolves this case. The added lines belong to the region's lines they were
+    written against: lines added before the region go before the last lines of upstream's version
+    of it (the region ends at a line all three files share, such as ``def fp4_quantize(``, and
+    upstream may have put a whole new function in front), lines added after it go after the first.
+    A region upstream deleted stays a conflict: the additions would land beside whatever comes
+    next. The behaviour checks then judge the result.
+    """
+    n = len(base)
+    if not n or not upstream or len(patched) <= n:
+        return None
+    keep = min(n, len(upstream))
+    if list(patched[-n:]) == list(base):
+        return [*upstream[: len(upstream) - keep], *patched[:-n], *upstream[len(upstream) - keep :]]
+    if list(patched[:n]) == list(base):
+        return [*upstream[:keep], *patched[n:], *upstream[keep:]]
+    return None
