@@ -177,3 +177,11 @@ def test_insertion_after_a_last_line_without_newline_ends_it(tmp_path: Path) -> 
     out, offsets = apply(tmp_path, {"f.txt": "a"}, "--- a/f.txt\n+++ b/f.txt\n@@ -1,0 +2 @@\n+b\n")
     assert out["f.txt"] == "a\nb\n"
     assert offsets == [0]
+
+
+def test_insertion_after_a_last_line_without_newline_under_fuzz_joins_it(tmp_path: Path) -> None:
+    """Found by the fuzzer (test_applier_agrees_with_gnu_patch_with_fuzz): with the context fuzzed
+    away, GNU patch 2.7.6 does not end the old last line first: 'a' plus 'b' gives 'ab\\n'."""
+    diff = "--- a/f.txt\n+++ b/f.txt\n@@ -1,2 +1,3 @@\n a\n+b\n a\n"
+    out, offsets = apply(tmp_path, {"f.txt": "a"}, diff, fuzz=1)
+    assert out["f.txt"] == "ab\n"

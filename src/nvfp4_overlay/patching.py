@@ -398,8 +398,10 @@ def apply_hunks(lines: list[str], hunks: Sequence[Hunk], max_fuzz: int = 0) -> t
         frozen = placement.index + len(hunk.before) - hunk.trailing_context
         if added and not added[-1].endswith("\n") and frozen < len(lines):
             added[-1] += "\n"  # as GNU patch does: only the file's last line may lack its newline
-        if added and out and not out[-1].endswith("\n"):
-            out[-1] += "\n"  # lines inserted after a last line that had no newline: GNU patch ends it
+        if added and out and not out[-1].endswith("\n") and not placement.fuzz:
+            # Lines inserted after a last line that had no newline: GNU patch ends it, except where
+            # fuzz dropped the context next to it (then it writes "ab\n" for "a" plus "b\n").
+            out[-1] += "\n"
         out += added
         delta = placement.offset
         results.append(placement)
