@@ -32,7 +32,7 @@ from typing import Callable, Dict, Optional, TypeVar
 import torch
 from packaging.version import Version
 
-from .nvcc_facing import NVCC_FACING, THROUGH
+from .nvcc_facing import NVCC_FACING
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -103,32 +103,47 @@ def toolkit_cuda_version() -> Version:
     return _toolkit["release"]
 
 
-def _version_for(frame: Optional[FrameType]) -> Version:
-    code = _call_site(frame)
-    if code is None:
-        return torch_cuda_version()
+def _version_for(frame: FrameType) -> Version:
+    code = frame.f_code
+    while code.co_name in _ANONYMOUS and frame.f_back is not None:
+        frame = frame.f_back  # a comprehension's frame: the question is the function's it sits in
+        code = frame.f_code
     if code not in _asks_nvcc:
-        module = frame.f_globals.get("__name__", "") if frame is not None else ""
-        _asks_nvcc[code] = _listed(NVCC_FACING, module, code.co_name)
+        _asks_nvcc[code] = _listed(_module_of(frame), _qualname(frame))
     return toolkit_cuda_version() if _asks_nvcc[code] else torch_cuda_version()
 
 
-def _call_site(frame: Optional[FrameType]) -> Optional[CodeType]:
-    """The code object of the function whose question this is, past comprehensions and wrappers."""
-    while frame is not None:
-        code = frame.f_code
-        module = frame.f_globals.get("__name__", "")
-        if code.co_name not in _ANONYMOUS and not _listed(THROUGH, module, code.co_name):
-            return code
-        frame = frame.f_back
-    return None
+def _module_of(frame: FrameType) -> str:
+    module = frame.f_globals.get("__name__", "")
+    if module == "__main__":  # python -m flashinfer.aot: the module's own name is its spec's
+        spec = frame.f_globals.get("__spec__")
+        module = getattr(spec, "name", module)
+    return module
 
 
-def _listed(table: Dict[str, frozenset], module: str, function: str) -> bool:
-    names = table.get(module)
-    if names is None:  # a pattern such as "flashinfer.*.cake_build" (one copy per package)
-        names = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
-    return names is not None and function in names
+def _qualname(frame: FrameType) -> str:
+    """The calling function's qualified name: fused_moe/runners.py has five _check_support methods."""
+    code = frame.f_code
+    qualname = getattr(code, "co_qualname", None)  # Python 3.11
+    if qualname is not None:
+        return qualname
+    for value in list(frame.f_globals.values()):  # Python 3.10: the class whose method this code is
+        if isinstance(value, type):
+            method = value.__dict__.get(code.co_name)
+            method = getattr(method, "__func__", method)
+            if getattr(method, "__code__", None) is code:
+                return f"{value.__name__}.{code.co_name}"
+    return code.co_name
+
+
+def _listed(module: str, qualname: str) -> bool:
+    names = NVCC_FACING.get(module)
+    if names is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
+        names = next((v for k, v in NVCC_FACING.items() if "*" in k and _matches(k, module)), None)
+    if names is None:
+        return False
+    # Python 3.10 names a nested function by itself: "has_sm" for "detect_sm_capabilities.<locals>.has_sm".
+    return qualname in names or ("." not in qualname and any(n.endswith(f"<locals>.{qualname}") for n in names))
 
 
 def _matches(pattern: str, module: str) -> bool:
