@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from nvfp4_overlay import behaviour
+
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches"
 OVERLAY = ROOT / "overlay"
@@ -39,17 +41,10 @@ def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> WheelTree:
         if key not in made:
             wheel = _wheel_for(dist, version, patched, tmp_path_factory)
             out = tmp_path_factory.mktemp(f"{dist}-{version}-{'patched' if patched else 'upstream'}")
-            with zipfile.ZipFile(wheel) as zf:
-                zf.extractall(out, [n for n in zf.namelist() if _readable(n)])
-            made[key] = out
+            made[key] = behaviour.unpack(wheel, out)
         return made[key]
 
     return get
-
-
-def _readable(name: str) -> bool:
-    top = name.split("/", 1)[0]
-    return top.endswith(".dist-info") or (name.endswith(".py") and not name.startswith("flashinfer/data/"))
 
 
 def _wheel_for(dist: str, version: str, patched: bool, tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import releases
+from . import behaviour, releases
 from .archive import WheelReader
 from .drift import BROKEN, PatchDrift, State, drift_series
 from .errors import ConfigError, PatchError
@@ -182,13 +182,21 @@ def cmd_refresh(ctx: Any) -> int:
         ctx.log(f"error: {exc}")
         return exc.exit_code
     command = f"nvfp4-overlay refresh {dist} {source.version} {target.version}"
-    write_series(
-        dest,
-        ported,
-        series_text(series, ported, source, today),
-        upstream_text(wheels, command),
-        wheels,
-    )
+    with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
+        # Behaviour before text: the ported series is built and held to upstream before it is written.
+        staged = Path(tmp) / "patches" / dist / target.version
+        stage_series(staged, ported, series_text(series, ported, source, today), upstream_text(wheels, command))
+        _check_exact(read_series(staged), wheels)
+        ctx.log(f"{target}: building the ported series and checking its behaviour against upstream")
+        problems = behaviour.check_series(target, Path(tmp) / "patches", ctx.overlay_dir, ctx.source,
+                                          Path(tmp) / "work", audit=ctx.patches_dir)
+        if problems:
+            refused = Refused("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
+                              + "\n  ".join(problems))
+            ctx.emit({"refused": str(refused), "problems": problems}, "\n".join(problems))
+            ctx.log(f"error: {refused}")
+            return refused.exit_code
+        install_series(staged, dest)
     load_upstream(ctx.patches_dir, target)  # the file it wrote reads back
     for line in ported.dropped:
         ctx.log(f"note: {line}")
@@ -241,23 +249,23 @@ def _drift_everywhere(
     return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})
 
 
-def write_series(
-    dest: Path,
-    ported: Ported,
-    series: str,
-    upstream: str,
-    wheels: Sequence[ReleaseWheel],
-) -> None:
-    """Write the series under a temporary name, check it, then rename it into place."""
+def stage_series(staged: Path, ported: Ported, series: str, upstream: str) -> None:
+    """The ported series' files, in a directory of their own (the build and the checks read it there)."""
+    staged.mkdir(parents=True)
+    for name, text in ported.patches:
+        (staged / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    (staged / "series").write_text(series)
+    (staged / "upstream.toml").write_text(upstream)
+
+
+def install_series(staged: Path, dest: Path) -> None:
+    """Copy the checked series beside dest under a temporary name, then rename it into place."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".refresh-{dest.name}-"))
-    temp.chmod(0o755)  # mkdtemp makes it private; a series directory is not
     try:
-        for name, text in ported.patches:
-            (temp / name).write_bytes(text.encode("utf-8", "surrogateescape"))
-        (temp / "series").write_text(series)
-        (temp / "upstream.toml").write_text(upstream)
-        _check_exact(read_series(temp), wheels)
+        temp.chmod(0o755)  # mkdtemp makes it private; a series directory is not
+        for path in sorted(staged.iterdir()):
+            shutil.copyfile(path, temp / path.name)
         os.rename(temp, dest)
     finally:
         shutil.rmtree(temp, ignore_errors=True)

@@ -1,6 +1,6 @@
-"""Probe for tests/test_cuda_versions.py: what FlashInfer would hand nvcc, over a toolkit grid.
+"""Probe: what FlashInfer would hand nvcc, over a grid of torch CUDA x toolkit x GPU (behaviour.py).
 
-``python cuda_grid.py < plan.json`` prints one JSON document. The plan names FlashInfer trees
+``python -m nvfp4_overlay.probes.cuda_grid < plan.json`` prints one JSON document. The plan names FlashInfer trees
 (an unpacked upstream or patched wheel each, optionally with the indexes of the cells it runs) and cells (torch's CUDA release, a CUDA_HOME, a GPU).
 This process imports torch once; each tree is imported in a forked child (``jobs`` at a time), and
 each cell runs in a child forked from that one, so a cell sees flashinfer as a fresh import left it
@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import selectors
 import sys
 import tempfile
-import traceback
 from typing import Any
 
 import torch
+
+from nvfp4_overlay.probes import forking
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 ARCH_LIST_MODULES = [  # (module, function, arguments): flags from the architecture list
@@ -42,29 +42,11 @@ FP4_MODULES = ["flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quant
 
 def main() -> None:
     plan = json.load(sys.stdin)
-    results: dict[str, Any] = {}
-    trees = list(plan["trees"])
-    running: dict[int, tuple[str, int, list[bytes]]] = {}  # pipe -> (tree, child, what it wrote)
-    select = selectors.DefaultSelector()
-    while trees or running:
-        while trees and len(running) < plan.get("jobs", 1):
-            tree = trees.pop(0)
-            cells = [plan["cells"][i] for i in tree.get("cells", range(len(plan["cells"])))]
-            read, pid = _fork(lambda tree=tree, cells=cells: probe_tree(tree, cells))
-            running[read] = (tree["key"], pid, [])
-            select.register(read, selectors.EVENT_READ)
-        for ready, _ in select.select():
-            key, pid, chunks = running[ready.fd]
-            chunk = os.read(ready.fd, 1 << 16)
-            if chunk:
-                chunks.append(chunk)
-                continue
-            select.unregister(ready.fd)
-            os.close(ready.fd)
-            os.waitpid(pid, 0)
-            del running[ready.fd]
-            results[key] = json.loads(b"".join(chunks) or b'{"crash": "no output"}')
-    json.dump(results, sys.stdout)
+
+    def run(tree: dict[str, Any]) -> dict[str, Any]:
+        return probe_tree(tree, [plan["cells"][i] for i in tree.get("cells", range(len(plan["cells"])))])
+
+    json.dump(forking.each_tree(plan["trees"], run, plan.get("jobs", 1)), sys.stdout)
 
 
 def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, Any]:
@@ -87,9 +69,7 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
         nvcc_facing.NVCC_FACING.clear()
     out = []
     for cell in cells:
-        read, pid = _fork(lambda cell=cell: probe_cell(cell, tree["path"], jit_core, cpp_ext))
-        out.append(_read_child(read))  # all of it before the wait: a full pipe would block the child
-        os.waitpid(pid, 0)
+        out.append(forking.in_child(lambda cell=cell: probe_cell(cell, tree["path"], jit_core, cpp_ext)))
     return {"cells": out}
 
 
@@ -205,38 +185,6 @@ class _ListHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.into.append(record.getMessage())
-
-
-def _fork(work: Any) -> tuple[int, int]:
-    """A child that runs work() and writes its JSON to the pipe whose read end is returned."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read)
-        _run_child(write, work)
-    os.close(write)
-    return read, pid
-
-
-def _run_child(write: int, work: Any) -> None:
-    try:
-        try:
-            result = work()
-        except BaseException:  # noqa: BLE001 - reported to the parent, which fails the test with it
-            result = {"crash": traceback.format_exc()[-4000:]}
-        data = json.dumps(result).encode()
-        while data:
-            data = data[os.write(write, data):]
-    finally:
-        os._exit(0)
-
-
-def _read_child(read: int) -> Any:
-    chunks = []
-    while chunk := os.read(read, 1 << 16):
-        chunks.append(chunk)
-    os.close(read)
-    return json.loads(b"".join(chunks) or b'{"crash": "no output"}')
 
 
 if __name__ == "__main__":
