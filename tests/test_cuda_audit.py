@@ -83,3 +83,10 @@ def test_scanned_names_are_cpythons_qualified_names(tmp_path: Path) -> None:
     # function, which is the name the scan gives.
     assert [q if not q.endswith("<listcomp>") else q.rsplit(".<locals>.", 1)[0] for q in seen] == scanned
     assert scanned == ["<module>", "Runner._check_support", "Runner.cached", "detect.<locals>.has_sm"]
+
+
+def test_the_docs_table_is_the_audit() -> None:
+    """docs/patches.md shows the committed audit (make docs renders it anew)."""
+    text = (PATCHES.parent / "docs" / "patches.md").read_text()
+    assert cuda_audit.render_into(text, AUDIT) == text
+    assert text.count("| toolkit (nvcc)") >= 60

@@ -112,10 +112,11 @@ RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = 
         (State.UPSTREAM, State.EXACT),
         State.EXACT,
     ),
+    # The file moved to a subpackage: the change merges into the file of the same name there.
     "1.6": (
         {"demo/sub/mod.py": BASE, OTHER: OTHER_TEXT},
-        State.MISSING_FILE,
-        (State.MISSING_FILE, State.MISSING_FILE),
+        State.MERGES,
+        (State.MERGES, State.MERGES),
         State.EXACT,
     ),
     "1.7": (
@@ -124,12 +125,23 @@ RELEASES: dict[str, tuple[dict[str, str], State, tuple[State, State], State]] = 
         (State.CONFLICT, State.OFFSET),
         State.EXACT,
     ),
+    # The code moved and a stub stayed (flashinfer 0.6.7's fp4_quantization.py): ported to the new file.
     "1.8": (
         {MOD: "from .sub.mod import *\n", "demo/sub/mod.py": BASE, OTHER: OTHER_TEXT},
+        State.MERGES,
+        (State.MERGES, State.MERGES),
+        State.EXACT,
+    ),
+    # Moved, and upstream changed the line next to the patched one there: no merge, a person.
+    "1.10": (
+        {MOD: "from .sub.mod import *\n", "demo/sub/mod.py": edit(BASE, line_11="line 11 upstream"),
+         OTHER: OTHER_TEXT},
         State.CONFLICT,
         (State.CONFLICT, State.CONFLICT),
         State.EXACT,
     ),
+    # Gone, with no file of that name anywhere.
+    "1.11": ({OTHER: OTHER_TEXT}, State.MISSING_FILE, (State.MISSING_FILE, State.MISSING_FILE), State.EXACT),
     # Fuzz 1 places hunk 1; upstream rewrote the line hunk 2 changes, so the file does not merge.
     "1.9": (
         {MOD: edit(BASE, line_07="LINE 07", line_30="line 30 upstream"), OTHER: OTHER_TEXT},
@@ -226,15 +238,24 @@ def test_conflict_says_where_upstream_moved_the_expected_line(layout: dict[str, 
     assert (moved.state, moved.offset) == (State.OFFSET, 3)
 
 
-def test_missing_file_points_at_a_file_of_the_same_name(layout: dict[str, Path]) -> None:
+def test_a_moved_file_is_ported_to_its_new_place(layout: dict[str, Path]) -> None:
     p1, _ = drift_on(layout, "1.6")
-    assert "demo/sub/mod.py" in p1.hunks[0].note
+    assert [h.path for h in p1.hunks] == ["demo/sub/mod.py"] * 2
+    assert "upstream moved the code to demo/sub/mod.py" in p1.hunks[0].note
+    (image,) = p1.images
+    assert image.patch.source == image.patch.target == "demo/sub/mod.py"
+    assert "line 10 patched\n" in (image.after or ())
 
 
 def test_conflict_finds_code_moved_to_a_file_of_the_same_name(layout: dict[str, Path]) -> None:
-    p1, _ = drift_on(layout, "1.8")
+    p1, _ = drift_on(layout, "1.10")
     assert "'line 10' is in demo/sub/mod.py line 10: upstream moved the code" in p1.hunks[0].note
     assert "'line 30' is in demo/sub/mod.py line 30" in p1.hunks[1].note
+
+
+def test_missing_file_says_nothing_of_that_name_is_left(layout: dict[str, Path]) -> None:
+    p1, _ = drift_on(layout, "1.11")
+    assert "no file of that name is left in the wheel" in p1.hunks[0].note
 
 
 def test_obsolete_comes_from_applied_upstream(layout: dict[str, Path]) -> None:
@@ -255,7 +276,10 @@ def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path
     assert code == 1, err
     doc = json.loads(out)
     cells = {c["release"]: c for c in doc["cells"]}
-    assert sorted(cells, key=lambda v: tuple(map(int, v.split(".")))) == [v for v in RELEASES if v != "1.0"]
+    def order(v: str) -> tuple[int, ...]:
+        return tuple(map(int, v.split(".")))
+
+    assert sorted(cells, key=order) == sorted((v for v in RELEASES if v != "1.0"), key=order)
     for version, (_, state, hunk_states, other_state) in RELEASES.items():
         if version == "1.0":
             continue
@@ -271,7 +295,7 @@ def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path
     text = md.read_text()
     assert "| 1.0 | `0001-two-hunks.patch` | offset | merges | **conflict** |" in text
     assert "First needs a person at **1.3** (conflict)" in text
-    assert doc["merges"] == 1 and doc["cells_needing_a_person"] == 8
+    assert doc["merges"] == 3 and doc["cells_needing_a_person"] == 8
 
 
 def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> None:
@@ -372,7 +396,7 @@ def test_refresh_ports_by_three_way_merge_and_regenerates_exact_hunks(layout: di
     [
         ("1.9", [], "hunk 1 (@@ -7,7 +7,7 @@) applies only with fuzz 1"),
         ("1.3", [], "0001-two-hunks.patch: conflict"),
-        ("1.6", [], "0001-two-hunks.patch: missing-file"),
+        ("1.11", [], "0001-two-hunks.patch: missing-file"),
         ("1.5", [], "rerun with --drop-upstream"),
         ("2.0", [], "0002-taken-upstream.patch: obsolete"),
         ("1.9", ["--drop-upstream"], "hunk 1 (@@ -7,7 +7,7 @@) applies only with fuzz 1"),

@@ -64,3 +64,9 @@ def test_a_region_both_sides_rewrote_is_a_conflict(upstream: list[str]) -> None:
     assert merged.lines is None
     (conflict,) = merged.conflicts
     assert "both change" in conflict.describe()
+
+
+def test_lines_added_beside_a_region_that_became_other_code_are_a_conflict() -> None:
+    upstream = [line.replace("@flashinfer_api", "x = compute_everything_else(1, 2, 3)") for line in BASE]
+    merged = three_way(BASE, DECORATED, upstream)
+    assert merged.lines is None

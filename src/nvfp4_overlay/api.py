@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from . import fetch, progress
 from .archive import AtomicWrites, WheelReader, write_wheel, zip_date_time
@@ -89,6 +90,23 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
             out.write(format_sha256sums(sums, options.dist_dir, {b.wheel.name for b in built}))
         writes.commit()
     return built
+
+
+def install_commands(built: Sequence[Built], shipped: Sequence[Target], dist_dir: Path) -> list[str]:
+    """The pip commands that install what was just built, whatever else the dist dir holds.
+
+    The releases a stack ships unpatched come from the user's index first (they bring the upstream
+    pins); then the patched wheels, by exact version from the dist dir alone, over them.
+    """
+    commands = [f"pip install {' '.join(str(t) for t in shipped)}"] if shipped else []
+    pins = sorted({f"{b.target.dist}=={Version(b.target.version).public}+{_local(b.wheel.name)}" for b in built})
+    if pins:
+        commands.append(f"pip install --no-deps --no-index --find-links {dist_dir} {' '.join(pins)}")
+    return commands
+
+
+def _local(filename: str) -> str:
+    return str(parse_wheel_filename(filename)[1].local)
 
 
 def read_sha256sums(dist_dir: Path) -> dict[str, str]:

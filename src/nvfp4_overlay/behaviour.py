@@ -53,7 +53,9 @@ class Pair:
 
 
 def unpack(wheel: Path, into: Path) -> Path:
-    """The wheel's Python files and dist-info: what the probes import (not flashinfer/data/'s 700 MB)."""
+    """What the probes import: the wheel's Python and JSON files (0.6.11.post2 reads a workloads.json
+    at import) and its dist-info, not the sources, CUTLASS and cubins under flashinfer/data/ (0.7.4:
+    717 MB unpacked, about 30 MB this way)."""
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(into, [n for n in zf.namelist() if _readable(n)])
     return into
@@ -61,7 +63,7 @@ def unpack(wheel: Path, into: Path) -> Path:
 
 def _readable(name: str) -> bool:
     top = name.split("/", 1)[0]
-    return top.endswith(".dist-info") or (name.endswith(".py") and not name.startswith("flashinfer/data/"))
+    return top.endswith(".dist-info") or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/"))
 
 
 def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[str, Any]:

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from . import __version__, api, fetch, progress
 from .errors import OverlayError
-from .manifest import all_targets, load_stacks, load_upstream
+from .manifest import Stack, all_targets, load_stacks, load_upstream
 from .patching import read_series
 from .verify import verify_wheel
 
@@ -126,8 +128,11 @@ def cmd_build(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
     targets = api.resolve_targets(stacks, ctx.args.stack, ctx.args.targets, ctx.patches_dir / "stacks.toml")
     built = api.build_targets(targets, ctx.options(), ctx.log)
-    document = {"built": [_built_json(b) for b in built], "dist_dir": str(ctx.dist_dir)}
-    ctx.emit(document, "\n".join(f"built {b.wheel}" for b in built))
+    shipped = [] if ctx.args.targets or ctx.args.stack == "all" else list(
+        stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml").upstream)
+    install = api.install_commands(built, shipped, ctx.dist_dir)
+    document = {"built": [_built_json(b) for b in built], "dist_dir": str(ctx.dist_dir), "install": install}
+    ctx.emit(document, "\n".join([*(f"built {b.wheel}" for b in built), "install with:", *(f"  {c}" for c in install)]))
     return 0
 
 
@@ -170,11 +175,13 @@ def cmd_list(ctx: Context) -> int:
     document = {
         "default": stacks.default,
         "stacks": {s.name: [str(t) for t in s.targets] for s in stacks.stacks},
+        "upstream": {s.name: [str(t) for t in s.upstream] for s in stacks.stacks if s.upstream},
         "series": series,
     }
     lines = ["stacks:"] + [
-        f"  {s.name}{' (default)' if s.name == stacks.default else ''}: {', '.join(map(str, s.targets))}"
-        for s in stacks.stacks
+        f"  {s.name}{' (default)' if s.name == stacks.default else ''}: "
+        + ", ".join([*map(str, s.targets), *(f"{t} (upstream, unpatched)" for t in s.upstream)])
+        for s in sorted(stacks.stacks, key=_stack_order)
     ]
     lines.append("series:")
     for s in series:
@@ -182,6 +189,15 @@ def cmd_list(ctx: Context) -> int:
         lines.append(f"  {s['target']} revision {s['revision']}, {len(s['patches'])} patches, {s['wheels']} wheels; {state}")
     ctx.emit(document, "\n".join(lines))
     return 0
+
+
+def _stack_order(stack: Stack) -> tuple[str, Version]:
+    """sglang-0.5.8 before sglang-0.5.10: by the release, not the string."""
+    family, _, version = stack.name.rpartition("-")
+    try:
+        return family, Version(version)
+    except InvalidVersion:
+        return stack.name, Version("0")
 
 
 COMMANDS = {"build": cmd_build, "verify": cmd_verify, "list": cmd_list}

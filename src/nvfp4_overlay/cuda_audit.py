@@ -149,3 +149,34 @@ def _module_matches(pattern: str, module: str) -> bool:
         return pattern == module
     head, _, tail = pattern.partition("*")
     return module.startswith(head) and module.endswith(tail) and len(module) > len(head) + len(tail)
+
+
+def markdown_table(audit: Audit) -> str:
+    """The audit as docs/patches.md shows it: one row per call site, grouped by module."""
+    rows = ["| releases | call site | call | answered by | what it decides; why |", "| --- | --- | --- | --- | --- |"]
+    for e in sorted(audit.entries, key=lambda e: (e["module"], e["qualname"], e["call"])):
+        span = e["first"] if e["first"] == e["last"] else f"{e['first']}–{e['last']}"
+        if e.get("releases"):
+            span += " (not all)"
+        answer = {"toolkit": "toolkit (nvcc)", "torch": "torch"}.get(e["answer"], e["answer"])
+        if e["class"] == "torch-upstream":
+            answer = "torch (upstream's own)"
+        flag = " (judgement call)" if e.get("ambiguous") else ""
+        text = f"{e['decides']}; {e['why']}".replace("|", "\\|").replace("\n", " ")
+        call = e["call"].replace("\n", " ").replace("|", "\\|")
+        rows.append(f"| {span} | `{e['module']}` `{e['qualname']}` | `{call}` | {answer}{flag} | {text} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- audit:cuda-versions", "<!-- /audit:cuda-versions -->"
+
+
+def render_into(document: str, audit: Audit) -> str:
+    """docs/patches.md with the table between its audit markers made anew (make docs)."""
+    head, sep, rest = document.partition(BEGIN)
+    marker, _, tail = rest.partition("\n")
+    _, end, after = tail.partition(END)
+    if not sep or not end:
+        msg = f"the document has no {BEGIN} ... {END} region to render the audit into"
+        raise ConfigError(msg)
+    return f"{head}{BEGIN}{marker}\n{markdown_table(audit)}{END}{after}"

@@ -187,6 +187,9 @@ def drift_series(
             after, found = _drift_file(fp, before, names, read)
             if old is not None and new is not None and before is not None and fp.target is not None:
                 after, found = _merged(fp, old, new, before, after, found)
+            moved = _moved(fp, old, new, found, names, lines_of) if old is not None and new is not None else None
+            if moved is not None:  # the code now lives in a file of the same name elsewhere: port it there
+                fp, before, after, found = moved
             hunks += found
             if fp.source and fp.source != fp.path:
                 current[fp.source] = None
@@ -253,6 +256,31 @@ def _merged(
                 out[i] = replace(h, note=f"{h.note}; {why}" if h.note else why)
                 break
     return after, out
+
+
+def _moved(
+    fp: FilePatch, old: list[str], new: list[str], found: list[HunkDrift], names: Sequence[str],
+    lines_of: Callable[[str], list[str] | None],
+) -> tuple[FilePatch, list[str], list[str], list[HunkDrift]] | None:
+    """Where upstream moved a file's code to a file of the same name (0.6.7 moved fp4_quantization.py
+    into quantization/, leaving a stub), the one such file the old change merges into cleanly."""
+    if fp.source != fp.target or all(h.state.clean or h.state is State.UPSTREAM or h.state is State.MERGES
+                                     for h in found):
+        return None
+    merges = []
+    for other in conflicts.others(fp.path, names):
+        theirs = lines_of(other)
+        if theirs is None:
+            continue
+        merged = three_way(old, new, theirs)
+        if merged.lines is not None and list(merged.lines) != theirs:
+            merges.append((other, theirs, list(merged.lines)))
+    if len(merges) != 1:
+        return None
+    other, theirs, after = merges[0]
+    note = f"upstream moved the code to {other}; the three-way merge ports the change there"
+    return (FilePatch(other, other, fp.hunks), theirs, after,
+            [replace(h, path=other, state=State.MERGES, note=note) for h in found])
 
 
 def patch_state(hunks: Sequence[HunkDrift]) -> State:

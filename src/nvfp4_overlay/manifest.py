@@ -56,10 +56,16 @@ class Upstream:
 
 @dataclass(frozen=True)
 class Stack:
-    """A named set of targets that are installed together (an SGLang release and its FlashInfer pin)."""
+    """A named set of targets that are installed together (an SGLang release and its FlashInfer pin).
+
+    `upstream` are the releases the stack ships unpatched: installed from the index as they are
+    (SGLang 0.5.12 and later make their own FlashInfer calls opaque, or trace none the patched
+    FlashInfer leaves open).
+    """
 
     name: str
     targets: tuple[Target, ...]
+    upstream: tuple[Target, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,13 +109,21 @@ def load_stacks(patches_dir: Path) -> Stacks:
         if not isinstance(table, dict) or not table:
             problems.append(f"[stacks.{name!r}] must map distribution names to versions")
             continue
-        targets = []
-        for dist, version in sorted(table.items()):
-            if not isinstance(version, str) or not _is_version(version):
-                problems.append(f"[stacks.{name!r}] {dist} = {version!r} is not a PEP 440 version")
+        targets, upstream = [], []
+        for dist, value in sorted(table.items()):
+            shipped_as_is = isinstance(value, dict) and value.get("patched") is False
+            version = value.get("version") if isinstance(value, dict) else value
+            if isinstance(value, dict) and (set(value) != {"version", "patched"} or not shipped_as_is):
+                problems.append(f"[stacks.{name!r}] {dist} = {value!r}: a table must be "
+                                f'{{ version = "X", patched = false }} (a release shipped unpatched)')
                 continue
-            targets.append(Target(canonicalize_name(dist), version))
-        stacks.append(Stack(name, tuple(targets)))
+            if not isinstance(version, str) or not _is_version(version):
+                problems.append(f"[stacks.{name!r}] {dist} = {value!r} is not a PEP 440 version")
+                continue
+            (upstream if shipped_as_is else targets).append(Target(canonicalize_name(dist), version))
+        if not targets:
+            problems.append(f"[stacks.{name!r}] patches nothing: name at least one release with a series")
+        stacks.append(Stack(name, tuple(targets), tuple(upstream)))
     default = data.get("default")
     if not isinstance(default, str) or default not in {s.name for s in stacks}:
         problems.append(f"default = {default!r} must name one of the [stacks.*] tables")

@@ -8,6 +8,7 @@ the same region, it is a conflict a person must resolve. Pure: no I/O.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,8 +80,18 @@ def _insertion_beside(base: Sequence[str], patched: Sequence[str], upstream: Seq
     if not n or not upstream or len(patched) <= n:
         return None
     keep = min(n, len(upstream))
-    if list(patched[-n:]) == list(base):
+    if list(patched[-n:]) == list(base) and _alike(base[-keep:], upstream[len(upstream) - keep :]):
         return [*upstream[: len(upstream) - keep], *patched[:-n], *upstream[len(upstream) - keep :]]
-    if list(patched[:n]) == list(base):
+    if list(patched[:n]) == list(base) and _alike(base[:keep], upstream[:keep]):
         return [*upstream[:keep], *patched[n:], *upstream[keep:]]
     return None
+
+
+def _alike(ours: Sequence[str], theirs: Sequence[str]) -> bool:
+    """Upstream's lines are a rewrite of the ones the additions sat beside, not other code: their
+    longest common run covers most of the shorter ('@flashinfer_api' in '@flashinfer_api(trace=t)')."""
+    a, b = "".join(ours).strip(), "".join(theirs).strip()
+    if not a or not b:
+        return a == b
+    match = difflib.SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
+    return match.size >= 0.8 * min(len(a), len(b))

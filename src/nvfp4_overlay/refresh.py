@@ -120,16 +120,25 @@ def _diff(drift: PatchDrift) -> str:
     return "".join(out)
 
 
-def series_text(old: Series, ported: Ported, source: Target, today: date) -> str:
-    """The old series file in its order and with its comments, less the dropped patches."""
+def series_text(old: Series, ported: Ported, source: Target, version: str, today: date) -> str:
+    """The old series file in its order and with its comments, less the dropped patches.
+
+    One "refreshed from" line: the one this refresh writes (a chain of refreshes keeps no history
+    here; git has it), and the old release's name in the comments becomes the new one's.
+    """
     kept = {name for name, _ in ported.patches}
     lines = [
         f"# refreshed from {source.dist} {source.version} by 'nvfp4-overlay refresh' on {today.isoformat()}\n"
     ]
     for line in split_lines(decode((old.directory / "series").read_bytes())):
+        if line.startswith("# refreshed from "):
+            continue
         entry = line.split("#", 1)[0].strip()
         name = entry.split()[0] if entry else ""
-        lines.append(line if not name or name in kept else f"# {line.rstrip()}  (dropped by refresh)\n")
+        if not name:
+            lines.append(line.replace(f"{source.dist} {source.version}:", f"{source.dist} {version}:"))
+            continue
+        lines.append(line if name in kept else f"# {line.rstrip()}  (dropped by refresh)\n")
     return "".join(lines)
 
 
@@ -185,7 +194,8 @@ def cmd_refresh(ctx: Any) -> int:
     with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
         # Behaviour before text: the ported series is built and held to upstream before it is written.
         staged = Path(tmp) / "patches" / dist / target.version
-        stage_series(staged, ported, series_text(series, ported, source, today), upstream_text(wheels, command))
+        stage_series(staged, ported, series_text(series, ported, source, target.version, today),
+                     upstream_text(wheels, command))
         _check_exact(read_series(staged), wheels)
         ctx.log(f"{target}: building the ported series and checking its behaviour against upstream")
         problems = behaviour.check_series(target, Path(tmp) / "patches", ctx.overlay_dir, ctx.source,
