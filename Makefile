@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test drift bench fuzz index clean distclean
+.PHONY: wheels test drift bench fuzz index docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: $(VENV)/.test-ready
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_applier_properties.py \
 		--hypothesis-show-statistics --hypothesis-seed=0 $(ARGS)
+
+# docs/patches.md's audit table, rendered from patches/flashinfer-python/audit-cuda-versions.json
+docs: $(VENV)/.ready
+	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
+	p.write_text(a.render_into(p.read_text(), a.load_audit(Path('patches'))))"
 
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)
