@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test drift bench fuzz index docs clean distclean
+.PHONY: wheels test test-fast test-releases drift bench fuzz index docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ wheels: $(VENV)/.ready
 
 test: $(VENV)/.test-ready
 	$(PY) -m pytest $(ARGS)
+
+# The unit layer: no upstream wheel, no torch (under a minute).
+test-fast: $(VENV)/.test-ready
+	$(PY) -m pytest -m "not upstream and not torch" $(ARGS)
+
+# Every carried release on every check (make test runs the pinned ones on all, the others on the cheap ones).
+test-releases: $(VENV)/.test-ready
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py tests/test_cuda_audit.py $(ARGS)
 
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against all $(ARGS)

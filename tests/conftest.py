@@ -18,6 +18,18 @@ PATCHES = ROOT / "patches"
 OVERLAY = ROOT / "overlay"
 
 
+# `make test` runs every carried release on the cheap checks and the releases that a stack pins on
+# all of them; `make test-releases` (NVFP4_OVERLAY_FULL=1) runs every release on all of them.
+FULL = os.environ.get("NVFP4_OVERLAY_FULL") == "1"
+
+
+def pinned_releases(dist: str) -> set[str]:
+    """The releases of dist that some stack installs: what operators run."""
+    from nvfp4_overlay.manifest import load_stacks
+
+    return {t.version for s in load_stacks(PATCHES).stacks for t in s.targets if t.dist == dist}
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("NVFP4_OVERLAY_CACHE", Path.home() / ".cache" / "nvfp4-overlay"))
 
