@@ -10,14 +10,14 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from . import fetch, progress
-from .archive import AtomicWrites, WheelReader, write_wheel, zip_date_time
+from .archive import write_wheel, zip_date_time
+from .files import SHA256SUMS, AtomicWrites, format_sums, read_sums
 from .build import plan_wheel
 from .errors import ConfigError
 from .manifest import Stacks, Target, Upstream, load_overlay, load_upstream
 from .patching import HunkResult, read_series
 
 Log = Callable[[str], None]
-SHA256SUMS = "SHA256SUMS"
 
 
 @dataclass(frozen=True)
@@ -72,9 +72,8 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
             overlay = load_overlay(options.overlay_dir, target)
             for pin in fetch.select_wheels(upstream, options.source):
                 log(f"{target}: {pin.filename}")
-                path = fetch.upstream_wheel(upstream, pin, options.source)
                 progress.report(f"[{number}/{len(targets)}] {target}: building from {pin.filename}")
-                with WheelReader(path, sha256=pin.sha256) as reader:  # hashed on the handle it reads
+                with fetch.open_upstream(upstream, pin, options.source) as reader:  # hashed once, on this handle
                     plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
                     with writes.open(plan.filename) as out:
                         digest = write_wheel(out, reader, plan.entries, date_time)
@@ -84,10 +83,11 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
                             f"at offset {hunk.placement.offset:+d}, fuzz {hunk.placement.fuzz}")
                 built.append(Built(target, pin.filename, pin.sha256, options.dist_dir / plan.filename,
                                    digest, plan.hunks, plan.overlay, series.unlisted))
-        sums = read_sha256sums(options.dist_dir)
-        sums.update({b.wheel.name: b.sha256 for b in built})
+        # SHA256SUMS: what this build wrote, and the earlier entries whose wheel is still there.
+        new = {b.wheel.name: b.sha256 for b in built}
+        sums = {n: d for n, d in read_sums(options.dist_dir / SHA256SUMS).items() if (options.dist_dir / n).exists()}
         with writes.open(SHA256SUMS) as out:
-            out.write(format_sha256sums(sums, options.dist_dir, {b.wheel.name for b in built}))
+            out.write(format_sums({**sums, **new}))
         writes.commit()
     return built
 
@@ -107,24 +107,6 @@ def install_commands(built: Sequence[Built], shipped: Sequence[Target], dist_dir
 
 def _local(filename: str) -> str:
     return str(parse_wheel_filename(filename)[1].local)
-
-
-def read_sha256sums(dist_dir: Path) -> dict[str, str]:
-    path = dist_dir / SHA256SUMS
-    if not path.exists():
-        return {}
-    sums = {}
-    for line in path.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        if name:
-            sums[name.strip()] = digest
-    return sums
-
-
-def format_sha256sums(sums: dict[str, str], dist_dir: Path, new: set[str]) -> bytes:
-    """sha256sum's format; entries whose wheel has gone from the dist dir are dropped."""
-    kept = {n: d for n, d in sums.items() if n in new or (dist_dir / n).exists()}
-    return "".join(f"{d}  {n}\n" for n, d in sorted(kept.items())).encode()
 
 
 # --- conveniences for tests and scripts ---------------------------------------------------------

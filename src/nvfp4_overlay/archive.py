@@ -6,7 +6,6 @@ import hashlib
 import os
 import stat
 import struct
-import tempfile
 import time
 import zipfile
 import zlib
@@ -16,8 +15,8 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from .errors import ConfigError, HashMismatchError, UnsafeArchiveError
+from .files import CHUNK, sha256_handle
 
-CHUNK = 1 << 20
 MAX_MEMBER_SIZE = 4 << 30  # no member of a real FlashInfer or SGLang wheel comes near 4 GiB
 MAX_RATIO = 200  # deflate tops out near 1032:1; upstream members stay far below 200:1 above 1 MiB
 MAX_TOTAL_SIZE = 16 << 30  # flashinfer-python 0.7.4, the largest pinned wheel, unpacks to 716 MB
@@ -151,16 +150,13 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
 
 
 def _check_handle_sha256(path: Path, handle: BinaryIO, expected: str) -> None:
-    digest = hashlib.sha256()
-    while chunk := handle.read(CHUNK):
-        digest.update(chunk)
-    handle.seek(0)
-    if digest.hexdigest() != expected:
+    actual = sha256_handle(handle)
+    if actual != expected:
         msg = (
-            f"{path}: sha256 {digest.hexdigest()} does not match {expected} pinned in upstream.toml "
+            f"{path}: sha256 {actual} does not match {expected} pinned in upstream.toml "
             f"(the file changed after it was fetched); delete it and build again"
         )
-        raise HashMismatchError(msg)
+        raise HashMismatchError(msg, path=path, expected=expected, found=actual)
 
 
 def _checked_extents(path: Path, handle: BinaryIO, zf: zipfile.ZipFile) -> dict[str, int]:
@@ -301,53 +297,3 @@ def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], d
 def _dos(date_time: tuple[int, ...]) -> tuple[int, int]:
     year, month, day, hour, minute, second = date_time[:6]
     return (hour << 11) | (minute << 5) | (second // 2), ((max(year, 1980) - 1980) << 9) | (month << 5) | day
-
-
-
-class AtomicWrites:
-    """Files written under temporary names and renamed into place only when every one is done.
-
-    A build of several targets either changes the dist dir completely or not at all.
-    """
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._pending: list[tuple[Path, Path]] = []
-        self._made: list[Path] = []  # directories this object created, removed again if nothing lands
-
-    def __enter__(self) -> AtomicWrites:
-        return self
-
-    def open(self, name: str) -> IO[bytes]:
-        if not self.directory.is_dir():
-            missing = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._made += missing  # deepest first, the order rmdir needs
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
-        self._pending.append((Path(temp), self.directory / name))
-        return os.fdopen(fd, "wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
-
-    def commit(self) -> None:
-        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; a wheel is read by whoever installs it
-        for temp, final in self._pending:
-            os.chmod(temp, mode)
-            os.replace(temp, final)
-        self._pending.clear()
-        self._made.clear()
-
-    def __exit__(self, exc_type: object, *exc: object) -> None:
-        for temp, _ in self._pending:  # not committed: an error happened, leave the directory as it was
-            temp.unlink(missing_ok=True)
-        self._pending.clear()
-        for directory in self._made:
-            try:
-                directory.rmdir()
-            except OSError:
-                break
-        self._made.clear()
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -10,6 +10,7 @@ from . import __version__
 from .archive import UNTRUSTED, CopiedMember, Entry, NewMember, WheelReader, name_problem
 from .errors import ConfigError, UnsafeArchiveError
 from .manifest import OverlayFile, Upstream, UpstreamWheel
+from .files import sha256_bytes
 from .metadata import (
     PROVENANCE,
     DistInfo,
@@ -21,7 +22,6 @@ from .metadata import (
     provenance,
     record_hash,
     set_version,
-    sha256_hex,
     write_record,
 )
 from .patching import Applied, HunkResult, Patch, Series, apply_series
@@ -152,7 +152,7 @@ def _made_members(
         local_version=upstream.local_version,
         revision=upstream.revision,
         patches=[_patch_record(p, applied) for p in series.patches],
-        overlay={f.path: sha256_hex(f.data) for f in overlay},
+        overlay={f.path: sha256_bytes(f.data) for f in overlay},
         tool_version=__version__,
     )
     made.append(NewMember(f"{new.dist_info}/{PROVENANCE}", document))

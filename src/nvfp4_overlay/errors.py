@@ -1,30 +1,66 @@
-"""The one error hierarchy; each class carries the exit status DESIGN.md gives it."""
+"""The one error hierarchy, and the command line's exit codes (the one table of them).
+
+An error carries its message (a sentence that names the file or item, what was expected and found,
+and the next step) and, where they are known, the same facts as data: the CLI prints the message,
+and `--json` reports the data.
+"""
 
 from __future__ import annotations
+
+from enum import IntEnum
+from pathlib import Path
+from typing import Any
+
+
+class Exit(IntEnum):
+    """docs/design.md's exit statuses."""
+
+    OK = 0
+    NEEDS_PERSON = 1  # a patch did not apply, drift a person must look at, an unpatched install
+    CONFIG = 2  # bad arguments, configuration, environment or paths
+    INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
+    INTERRUPTED = 130
 
 
 class OverlayError(Exception):
     """Base of every error the tool reports to the user; the message says what to do next."""
 
-    exit_code = 1
+    exit_code: Exit = Exit.NEEDS_PERSON
+
+    def __init__(self, message: str, *, path: Path | str | None = None, item: str | None = None,
+                 expected: str | None = None, found: str | None = None, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.item, self.expected, self.found, self.fix = item, expected, found, fix
+
+    def data(self) -> dict[str, Any]:
+        fields = {"path": self.path, "item": self.item, "expected": self.expected, "found": self.found,
+                  "fix": self.fix}
+        return {"kind": type(self).__name__, "exit_code": int(self.exit_code), "message": self.message,
+                **{k: v for k, v in fields.items() if v is not None}}
 
 
 class ConfigError(OverlayError, ValueError):
-    """Bad arguments or configuration: stacks.toml, upstream.toml, a series, an overlay (exit 2)."""
+    """Bad arguments or configuration: stacks.toml, upstream.toml, a series, an overlay, a path (exit 2)."""
 
-    exit_code = 2
+    exit_code = Exit.CONFIG
 
 
 class PatchError(OverlayError):
     """A patch did not apply (exit 1)."""
 
-    exit_code = 1
+    exit_code = Exit.NEEDS_PERSON
+
+
+class Refused(PatchError):
+    """refresh found a hunk that neither applies nor merges, or a port that does not behave: nothing written."""
 
 
 class IntegrityError(OverlayError):
     """A hash mismatch, or a corrupt or unsafe archive (exit 3)."""
 
-    exit_code = 3
+    exit_code = Exit.INTEGRITY
 
 
 class HashMismatchError(IntegrityError):
@@ -38,4 +74,4 @@ class UnsafeArchiveError(IntegrityError, ValueError):
 class FetchError(OverlayError):
     """pip could not provide an upstream wheel (exit 1: the network or the index, not the input)."""
 
-    exit_code = 1
+    exit_code = Exit.NEEDS_PERSON

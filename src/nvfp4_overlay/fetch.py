@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -13,7 +11,8 @@ from pathlib import Path
 from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
 from packaging.utils import parse_wheel_filename
 
-from . import progress
+from . import pip, progress
+from .archive import WheelReader
 from .errors import ConfigError, FetchError, HashMismatchError
 from .manifest import Upstream, UpstreamWheel
 
@@ -36,14 +35,6 @@ class Source:
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("NVFP4_OVERLAY_CACHE") or Path.home() / ".cache" / "nvfp4-overlay")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def select_wheels(upstream: Upstream, source: Source) -> list[UpstreamWheel]:
@@ -74,18 +65,21 @@ def _wanted_tags(source: Source) -> list[Tag]:
     return [*cpython_tags(version, platforms=platforms), *compatible_tags(version, platforms=platforms)]
 
 
-def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Path:
-    """A local path to the pinned wheel whose sha256 has been checked, downloading it if need be."""
+def open_upstream(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> WheelReader:
+    """The pinned wheel, open: its sha256 is checked on the very handle the build then reads.
+
+    So each input is hashed once, and what was hashed is what is read (no time-of-check gap).
+    From the wheelhouse first, then the cache (a copy that fails its pin is removed: the next
+    run downloads it again), then pip.
+    """
     if source.wheelhouse is not None:
         path = source.wheelhouse / wheel.filename
         if path.is_file():
-            check_sha256(path, wheel, remove=False)
-            return path
+            return _open_checked(path, wheel, remove=False)
     cached = source.wheels_dir / wheel.filename
     if cached.is_file():
-        check_sha256(cached, wheel, remove=True)
-        return cached
-    if source.offline or source.wheelhouse is not None:  # DESIGN.md: a wheelhouse means no network
+        return _open_checked(cached, wheel, remove=True)
+    if source.offline or source.wheelhouse is not None:  # docs/design.md: a wheelhouse means no network
         where = f"in {source.wheelhouse} or " if source.wheelhouse else "in "
         why = "--offline forbids pip" if source.offline else "--wheelhouse means no network; put it there"
         msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
@@ -93,13 +87,20 @@ def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> 
     return _download(upstream, wheel, source)
 
 
-def check_sha256(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str = "") -> None:
-    """Refuse a file whose digest is not the pinned one, before anything opens it as a zip.
+def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Path:
+    """A local path to the pinned wheel, its sha256 checked (for readers that take a path)."""
+    with open_upstream(upstream, wheel, source) as reader:
+        return reader.path
+
+
+def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str = "") -> WheelReader:
+    """Refuse a file whose digest is not the pinned one, before anything reads it as a zip.
 
     With `remove`, the file is deleted (a bad cache entry, or a download that must not be kept).
     """
-    actual = file_sha256(path)
-    if actual != wheel.sha256:
+    try:
+        return WheelReader(path, sha256=wheel.sha256)
+    except HashMismatchError as exc:
         if remove:
             path.unlink(missing_ok=True)
         if origin == "download":
@@ -109,31 +110,30 @@ def check_sha256(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str 
         else:
             what, gone = str(path), "; replace the file in the wheelhouse with the pinned one"
         msg = (
-            f"{what}: sha256 {actual} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
+            f"{what}: sha256 {exc.found} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
             f"If upstream re-published the file, check why before changing the pin"
         )
-        raise HashMismatchError(msg)
+        raise HashMismatchError(msg, path=path, expected=wheel.sha256, found=exc.found) from None
 
 
-def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Path:
+def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> WheelReader:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
     progress.report(f"downloading {wheel.filename} through pip")
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-                   "--dest", tmp, *_tag_args(wheel.filename), f"{upstream.target.dist}=={upstream.target.version}"]
-        done = subprocess.run(command, capture_output=True, text=True)
+        ran = pip.download(f"{upstream.target.dist}=={upstream.target.version}", Path(tmp),
+                           _tag_args(wheel.filename))
         got = Path(tmp) / wheel.filename
         if not got.is_file():
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             msg = (
-                f"{wheel.filename}: pip did not provide it (exit {done.returncode}): {tail}\n"
+                f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
                 f"Check pip's index configuration, or pass --wheelhouse DIR holding the file"
             )
             raise FetchError(msg)
-        check_sha256(got, wheel, remove=True, origin="download")
+        reader = _open_checked(got, wheel, remove=True, origin="download")
         cached = source.wheels_dir / wheel.filename
-        os.replace(got, cached)
-    return cached
+        os.replace(got, cached)  # the open handle follows the file
+        reader.path = cached
+    return reader
 
 
 def _tag_args(filename: str) -> list[str]:

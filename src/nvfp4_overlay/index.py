@@ -14,7 +14,6 @@ import html
 import json
 import os
 import shutil
-import tempfile
 import urllib.parse
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -25,11 +24,10 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from . import progress
-from .api import read_sha256sums
 from .archive import WheelReader
 from .errors import ConfigError, IntegrityError
-from .fetch import file_sha256
-from .metadata import find_dist_info, sha256_hex
+from .files import SHA256SUMS, read_sums, replace_dir, replace_file, sha256_bytes, sha256_file, staging_dir
+from .metadata import find_dist_info
 
 API_VERSION = "1.1"  # PEP 700: sizes and versions in the JSON pages
 
@@ -48,7 +46,7 @@ class IndexedWheel:
 
     @property
     def metadata_sha256(self) -> str:
-        return sha256_hex(self.metadata)
+        return sha256_bytes(self.metadata)
 
 
 def collect(dist_dir: Path) -> list[IndexedWheel]:
@@ -70,7 +68,7 @@ def collect(dist_dir: Path) -> list[IndexedWheel]:
 
 def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     """A wheel the build listed in SHA256SUMS must still have that digest: never publish a changed file."""
-    sums = read_sha256sums(dist_dir)
+    sums = read_sums(dist_dir / SHA256SUMS)
     changed = [f"{w.filename}: {w.sha256}, SHA256SUMS says {sums[w.filename]}"
                for w in wheels if w.filename in sums and sums[w.filename] != w.sha256]
     if changed:
@@ -90,7 +88,7 @@ def _indexed(path: Path) -> IndexedWheel:
         metadata = reader.read(f"{info.dist_info}/METADATA")
     headers = HeaderParser().parsestr(metadata.decode("utf-8", "replace"), headersonly=True)
     return IndexedWheel(path.name, canonicalize_name(name), str(version), path.stat().st_size,
-                        file_sha256(path), headers.get("Requires-Python"), metadata)
+                        sha256_file(path), headers.get("Requires-Python"), metadata)
 
 
 # --- pages (pure: values in, text out) -----------------------------------------------------------
@@ -151,8 +149,7 @@ def write_index(dist_dir: Path, output: Path) -> dict[str, list[IndexedWheel]]:
     for wheel in collect(dist_dir):
         by_project.setdefault(wheel.project, []).append(wheel)
     projects = sorted(by_project)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp"))
+    staging = staging_dir(output)
     try:
         _write(staging / "index.html", root_html(projects))
         _write(staging / "index.json", json.dumps(root_json(projects), indent=2) + "\n")
@@ -163,7 +160,7 @@ def write_index(dist_dir: Path, output: Path) -> dict[str, list[IndexedWheel]]:
             _write(staging / project / "index.html", project_html(project, wheels, prefix))
             _write(staging / project / "index.json", json.dumps(project_json(project, wheels, prefix), indent=2) + "\n")
         _write_metadata_files(dist_dir, [w for ws in by_project.values() for w in ws])
-        _replace_dir(staging, output)
+        replace_dir(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return by_project
@@ -177,22 +174,10 @@ def _write_metadata_files(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     for wheel in wheels:
         target = dist_dir / f"{wheel.filename}.metadata"
         if not target.is_file() or target.read_bytes() != wheel.metadata:
-            temp = dist_dir / f".{target.name}.tmp"
-            temp.write_bytes(wheel.metadata)
-            os.replace(temp, target)
+            replace_file(target, wheel.metadata)
     for stale in dist_dir.glob("*.whl.metadata"):  # the wheel it described is gone
         if not (dist_dir / stale.name[: -len(".metadata")]).exists():
             stale.unlink()
-
-
-def _replace_dir(new: Path, output: Path) -> None:
-    """Swap the finished index in; the old one is moved aside first and removed after."""
-    old = output.with_name(f".{output.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if output.exists():
-        os.replace(output, old)
-    os.replace(new, output)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # --- the command ---------------------------------------------------------------------------------

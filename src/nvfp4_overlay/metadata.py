@@ -219,6 +219,4 @@ def provenance(
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 

@@ -20,10 +20,10 @@ from typing import Any
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import behaviour, releases
+from . import behaviour, files, releases
 from .archive import WheelReader
 from .drift import BROKEN, PatchDrift, State, drift_series
-from .errors import ConfigError, PatchError
+from .errors import ConfigError, PatchError, Refused
 from .manifest import Target, UpstreamWheel, load_upstream
 from .matrix import Cell, Matrix, ReleaseFiles
 from .patching import Series, apply_series, decode, read_series, split_lines
@@ -39,10 +39,6 @@ class Ported:
 
     patches: tuple[tuple[str, str], ...]  # (file name, text)
     dropped: tuple[str, ...]  # sentences for the user and the series file
-
-
-class Refused(PatchError):
-    """Some hunk needs a person: the series is not written (exit 1)."""
 
 
 def port_series(
@@ -270,13 +266,11 @@ def stage_series(staged: Path, ported: Ported, series: str, upstream: str) -> No
 
 def install_series(staged: Path, dest: Path) -> None:
     """Copy the checked series beside dest under a temporary name, then rename it into place."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    temp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".refresh-{dest.name}-"))
+    temp = files.staging_dir(dest)
     try:
-        temp.chmod(0o755)  # mkdtemp makes it private; a series directory is not
         for path in sorted(staged.iterdir()):
             shutil.copyfile(path, temp / path.name)
-        os.rename(temp, dest)
+        files.replace_dir(temp, dest)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 

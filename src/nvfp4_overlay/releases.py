@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import fetch, progress
+from . import fetch, files, pip, progress
 from .errors import ConfigError, FetchError, HashMismatchError
 from .manifest import Target, Upstream, UpstreamWheel, load_upstream
 
@@ -45,14 +43,11 @@ def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[V
     """Every release of dist, oldest first: pip's view of the index, or what is local when --offline."""
     if source.offline:
         return local_versions(dist, source, patches_dir)
-    command = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", dist]
-    done = subprocess.run(command, capture_output=True, text=True)
-    for line in done.stdout.splitlines():
-        if line.startswith("Available versions:"):
-            return sorted(_versions(line.split(":", 1)[1].split(",")))
-    tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+    listed, ran = pip.index_versions(dist)
+    if listed:
+        return sorted(_versions(listed))
     msg = (
-        f"{dist}: pip could not list the releases on the index (exit {done.returncode}): {tail}\n"
+        f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}\n"
         f"Check pip's index configuration, or name the releases: --against VERSION ... (with --offline)"
     )
     raise FetchError(msg)
@@ -168,28 +163,14 @@ def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str])
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
     progress.report(f"downloading {target} through pip")
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--dest",
-            tmp,
-            *tag_args,
-            f"{target.dist}=={target.version}",
-        ]
-        done = subprocess.run(command, capture_output=True, text=True)
+        ran = pip.download(f"{target.dist}=={target.version}", Path(tmp), tag_args)
         got = sorted(Path(tmp).glob("*.whl"))
         if not got:
-            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-            msg = f"{target}: pip provided no wheel (exit {done.returncode}): {tail}"
+            msg = f"{target}: pip provided no wheel (exit {ran.returncode}): {ran.tail}"
             raise FetchError(msg)
         paths = []
         for path in got:
-            _record_seen(source, path.name, fetch.file_sha256(path), replace=True)
+            _record_seen(source, path.name, files.sha256_file(path), replace=True)
             os.replace(path, source.wheels_dir / path.name)
             paths.append(source.wheels_dir / path.name)
     return paths
@@ -199,7 +180,7 @@ def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str])
 
 
 def _seen(target: Target, path: Path, source: fetch.Source) -> ReleaseWheel:
-    digest = fetch.file_sha256(path)
+    digest = files.sha256_file(path)
     _record_seen(source, path.name, digest, replace=False)
     return ReleaseWheel(target, path.name, digest, path, False)
 
@@ -207,28 +188,14 @@ def _seen(target: Target, path: Path, source: fetch.Source) -> ReleaseWheel:
 def _record_seen(source: fetch.Source, filename: str, digest: str, *, replace: bool) -> None:
     """Remember the sha256 an unpinned file had; refuse a later file of that name that differs."""
     book = source.wheels_dir / SEEN
-    seen = _read_seen(book)
+    seen = files.read_sums(book)
     if not replace and seen.get(filename, digest) != digest:
         msg = (
             f"{filename}: sha256 {digest} differs from {seen[filename]} recorded in {book} when it was "
             f"first downloaded. If upstream re-published the file, check why; then delete both and rerun"
         )
-        raise HashMismatchError(msg)
+        raise HashMismatchError(msg, path=book, item=filename, expected=seen[filename], found=digest)
     if seen.get(filename) == digest:
         return
     seen[filename] = digest
-    book.parent.mkdir(parents=True, exist_ok=True)
-    temp = book.with_name(f".{SEEN}.{os.getpid()}.tmp")
-    temp.write_text("".join(f"{d}  {n}\n" for n, d in sorted(seen.items())))
-    os.replace(temp, book)
-
-
-def _read_seen(book: Path) -> dict[str, str]:
-    if not book.is_file():
-        return {}
-    seen = {}
-    for line in book.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        if name:
-            seen[name.strip()] = digest
-    return seen
+    files.replace_file(book, files.format_sums(seen))

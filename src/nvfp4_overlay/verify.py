@@ -12,7 +12,8 @@ from packaging.utils import parse_wheel_filename
 from .archive import WheelReader
 from .errors import ConfigError, OverlayError
 from .manifest import Target, load_overlay, load_upstream, overlay_root
-from .metadata import PROVENANCE, find_dist_info, parse_record, record_hash, sha256_hex
+from .files import sha256_bytes
+from .metadata import PROVENANCE, find_dist_info, parse_record, record_hash
 from .patching import read_series
 
 
@@ -89,6 +90,6 @@ def _check_provenance(verdict: Verdict, name: str, version: str, patches_dir: Pa
     series_now = [(p.name, p.sha256) for p in series.patches]
     if built != series_now:
         verdict.problems.append(f"built with patches {built}, the series at {upstream.directory} is {series_now}; rebuild")
-    overlay_now = {f.path: sha256_hex(f.data) for f in overlay}
+    overlay_now = {f.path: sha256_bytes(f.data) for f in overlay}
     if doc.get("overlay") != overlay_now:
         verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)}; rebuild")

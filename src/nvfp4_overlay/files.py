@@ -1,0 +1,147 @@
+"""Files on disk: sha256 digests, SHA256SUMS lists, and writes that land whole or not at all.
+
+Every other module that writes a file or a directory it must not leave half-written goes
+through here: the dist dir (a build of several wheels changes it completely or not at all), the
+cache's UNPINNED-SHA256SUMS, the static index, a refreshed series.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, BinaryIO
+
+CHUNK = 1 << 20
+SHA256SUMS = "SHA256SUMS"  # the dist dir's list of what the builds wrote
+
+
+# --- digests -----------------------------------------------------------------------------------
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_handle(handle: BinaryIO) -> str:
+    """The digest of an open file, read from its start (the caller then reads the same bytes)."""
+    handle.seek(0)
+    digest = hashlib.sha256()
+    while chunk := handle.read(CHUNK):
+        digest.update(chunk)
+    handle.seek(0)
+    return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    with path.open("rb") as handle:
+        return sha256_handle(handle)
+
+
+# --- SHA256SUMS, as sha256sum writes it ------------------------------------------------------------
+
+
+def read_sums(path: Path) -> dict[str, str]:
+    """name -> digest from a `sha256sum` file; a missing file is an empty list."""
+    if not path.is_file():
+        return {}
+    sums = {}
+    for line in path.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name:
+            sums[name.strip()] = digest
+    return sums
+
+
+def format_sums(sums: Mapping[str, str]) -> bytes:
+    return "".join(f"{digest}  {name}\n" for name, digest in sorted(sums.items())).encode()
+
+
+# --- writes that land whole --------------------------------------------------------------------
+
+
+def replace_file(path: Path, data: bytes) -> None:
+    """Write data beside path under a temporary name, then rename it over path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(temp, 0o666 & ~_umask())  # mkstemp makes 0600 files
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def replace_dir(staged: Path, target: Path) -> None:
+    """Put a finished directory in target's place: the old one is moved aside first, removed after.
+
+    staged must be on target's file system (make it with staging_dir(target)).
+    """
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        os.replace(target, old)
+    os.replace(staged, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def staging_dir(target: Path) -> Path:
+    """A new empty directory beside target (mode 0755), for replace_dir."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
+    staged.chmod(0o755)  # mkdtemp makes it private; what lands here is read by others
+    return staged
+
+
+class AtomicWrites:
+    """Files written under temporary names and renamed into place only when every one is done.
+
+    A build of several targets either changes the dist dir completely or not at all.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._pending: list[tuple[Path, Path]] = []
+        self._made: list[Path] = []  # directories this object created, removed again if nothing lands
+
+    def __enter__(self) -> AtomicWrites:
+        return self
+
+    def open(self, name: str) -> IO[bytes]:
+        if not self.directory.is_dir():
+            missing = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._made += missing  # deepest first, the order rmdir needs
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
+        self._pending.append((Path(temp), self.directory / name))
+        return os.fdopen(fd, "wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
+
+    def commit(self) -> None:
+        mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; a wheel is read by whoever installs it
+        for temp, final in self._pending:
+            os.chmod(temp, mode)
+            os.replace(temp, final)
+        self._pending.clear()
+        self._made.clear()
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        for temp, _ in self._pending:  # not committed: an error happened, leave the directory as it was
+            temp.unlink(missing_ok=True)
+        self._pending.clear()
+        for directory in self._made:
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+        self._made.clear()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
