@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from nvfp4_overlay import api, fetch
+from nvfp4_overlay import fetch, wheels
 from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
 
 PY = sys.executable
@@ -80,7 +80,15 @@ def cache_dir() -> Path:
 
 
 def upstream_path(target: Target) -> Path:
-    return api.fetch_upstream(target.dist, target.version, patches_dir=PATCHES, cache_dir=cache_dir(), offline=True)
+    upstream = load_upstream(PATCHES, target)
+    source = fetch.Source(cache_dir(), offline=True)
+    (pin,) = fetch.select_wheels(upstream, source)
+    return fetch.upstream_wheel(upstream, pin, source)
+
+
+def build_one(target: Target, dist_dir: Path) -> Path:
+    (built,) = wheels.build_targets([target], wheels.Options(PATCHES, OVERLAY, dist_dir, fetch.Source(cache_dir())))
+    return built.wheel
 
 
 def build_command(dist_dir: Path, *targets: str) -> list[str]:
@@ -231,8 +239,7 @@ def bench_lookups(work: Path, version: str) -> list[Row]:
     target = Target("flashinfer-python", version)
     trees = {"upstream": work / "upstream-tree", "patched": work / "patched-tree"}
     wheels = {"upstream": upstream_path(target),
-              "patched": api.build_one(target.dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY,
-                                       dist_dir=work / "lookup-dist", cache_dir=cache_dir())}
+              "patched": build_one(target, work / "lookup-dist")}
     for kind, tree in trees.items():
         with zipfile.ZipFile(wheels[kind]) as zf:
             zf.extractall(tree)

@@ -60,12 +60,31 @@ def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> WheelTree:
 
 
 def _wheel_for(dist: str, version: str, patched: bool, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from nvfp4_overlay import api
-
     if not patched:
-        return api.fetch_upstream(dist, version, patches_dir=PATCHES, cache_dir=cache_dir())
+        return fetch_upstream(dist, version, patches_dir=PATCHES, cache_dir=cache_dir())
     out = tmp_path_factory.mktemp("dist")
-    return api.build_one(dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=out, cache_dir=cache_dir())
+    return build_one(dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=out, cache_dir=cache_dir())
+
+
+def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path, offline: bool = False) -> Path:
+    """The verified upstream wheel of dist==version that fits this interpreter."""
+    from nvfp4_overlay import fetch
+    from nvfp4_overlay.manifest import Target, load_upstream
+
+    upstream = load_upstream(patches_dir, Target(dist, version))
+    source = fetch.Source(cache_dir, offline=offline)
+    (pin,) = fetch.select_wheels(upstream, source)
+    return fetch.upstream_wheel(upstream, pin, source)
+
+
+def build_one(dist: str, version: str, *, patches_dir: Path, overlay_dir: Path, dist_dir: Path, cache_dir: Path) -> Path:
+    """Build dist==version for this interpreter into dist_dir and return the wheel's path."""
+    from nvfp4_overlay import fetch, wheels
+    from nvfp4_overlay.manifest import Target
+
+    options = wheels.Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
+    (built,) = wheels.build_targets([Target(dist, version)], options)
+    return built.wheel
 
 
 def run_python(code: str, path: Sequence[Path] = (), env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:

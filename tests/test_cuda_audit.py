@@ -12,9 +12,9 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import OVERLAY, PATCHES, cache_dir
+from conftest import OVERLAY, PATCHES, cache_dir, fetch_upstream
 
-from nvfp4_overlay import api, cuda_audit
+from nvfp4_overlay import cuda_audit
 from nvfp4_overlay.archive import WheelReader
 from nvfp4_overlay.manifest import all_targets
 
@@ -42,7 +42,7 @@ def test_every_entry_says_what_it_decides_and_why() -> None:
 @pytest.mark.upstream
 @pytest.mark.parametrize("release", RELEASES)
 def test_every_lookup_of_the_release_is_classified(release: str) -> None:
-    wheel = api.fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
+    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
     with WheelReader(wheel) as reader:
         files = {n: reader.read(n).decode() for n in reader.infos
                  if n.endswith(".py") and not n.startswith("flashinfer/data/")}

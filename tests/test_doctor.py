@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OVERLAY, PATCHES, ROOT, cache_dir, write_wheel
+from conftest import OVERLAY, PATCHES, ROOT, build_one, cache_dir, fetch_upstream, write_wheel
 
-from nvfp4_overlay import api, cli
+from nvfp4_overlay import cli
 from nvfp4_overlay.patching import read_series
 
 Env = Callable[..., Path]
@@ -224,8 +224,8 @@ def test_a_broken_flashinfer_is_reported_not_fatal(tmp_path: Path, make_env: Env
 
 @pytest.fixture(scope="module")
 def real_envs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    upstream = api.fetch_upstream("flashinfer-python", "0.6.1", patches_dir=PATCHES, cache_dir=cache_dir())
-    patched = api.build_one("flashinfer-python", "0.6.1", patches_dir=PATCHES, overlay_dir=OVERLAY,
+    upstream = fetch_upstream("flashinfer-python", "0.6.1", patches_dir=PATCHES, cache_dir=cache_dir())
+    patched = build_one("flashinfer-python", "0.6.1", patches_dir=PATCHES, overlay_dir=OVERLAY,
                             dist_dir=tmp_path_factory.mktemp("dist"), cache_dir=cache_dir())
     root = tmp_path_factory.mktemp("envs")
     return {"upstream": new_env(root / "upstream", upstream), "patched": new_env(root / "patched", patched),

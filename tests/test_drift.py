@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
+from conftest import OVERLAY, PATCHES, build_one, cache_dir, cli_args, write_wheel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -536,9 +536,7 @@ def test_real_refresh_gives_the_committed_series(
     ]
     code, _, err, _ = run("build", f"{dist}=={new}", *real_args(tmp_path, wheelhouse))
     assert code == 0, err
-    from nvfp4_overlay import api
-
-    committed = api.build_one(
+    committed = build_one(
         dist, new, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=tmp_path / "ref", cache_dir=cache_dir()
     )
     built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.*-*.whl"))

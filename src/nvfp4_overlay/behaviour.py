@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import api, fetch
+from . import fetch, wheels
 from .archive import WheelReader
 from .errors import ConfigError, OverlayError
 from .manifest import Target, load_upstream
@@ -311,9 +311,9 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     the trace ladder of every routed entry point the release has. Other distributions: the build
     alone (their behaviour is checked by the tests of the stacks they belong to).
     """
-    options = api.Options(patches_dir, overlay_dir, workdir / "dist", source)
+    options = wheels.Options(patches_dir, overlay_dir, workdir / "dist", source)
     try:
-        (built,) = api.build_targets([target], dataclasses.replace(options, source=dataclasses.replace(
+        (built,) = wheels.build_targets([target], dataclasses.replace(options, source=dataclasses.replace(
             source, all_platforms=False)))
     except OverlayError as exc:
         return [f"{target}: the ported series does not build: {exc}"]

@@ -277,13 +277,6 @@ def diagnose(patches_dir: Path, *, trace: bool = True, timeout: float = 300) -> 
     return document, finding
 
 
-def cmd_doctor(ctx: Any) -> int:
-    document, finding = diagnose(ctx.patches_dir, trace=not ctx.args.no_trace, timeout=ctx.args.trace_timeout)
-    progress.clear()
-    ctx.emit(document, render(document))
-    return finding.exit_code
-
-
 def render(document: dict[str, Any]) -> str:
     python = document["python"]
     lines = [f"{'python':<18}{python['executable']} ({python['version']})"]

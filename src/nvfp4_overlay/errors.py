@@ -54,7 +54,16 @@ class PatchError(OverlayError):
 
 
 class Refused(PatchError):
-    """refresh found a hunk that neither applies nor merges, or a port that does not behave: nothing written."""
+    """refresh found a hunk that neither applies nor merges, or a port that does not behave: nothing written.
+
+    `report` is the drift matrix that says which hunk and why; `problems` the behaviour checks' findings.
+    """
+
+    report: Any = None
+    problems: tuple[str, ...] = ()
+
+    def data(self) -> dict[str, Any]:
+        return {**super().data(), **({"problems": list(self.problems)} if self.problems else {})}
 
 
 class IntegrityError(OverlayError):

@@ -178,28 +178,3 @@ def _write_metadata_files(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     for stale in dist_dir.glob("*.whl.metadata"):  # the wheel it described is gone
         if not (dist_dir / stale.name[: -len(".metadata")]).exists():
             stale.unlink()
-
-
-# --- the command ---------------------------------------------------------------------------------
-
-
-def cmd_index(ctx: Any) -> int:
-    output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
-    by_project = write_index(ctx.dist_dir, output)
-    progress.clear()
-    url = output.resolve().as_uri()
-    document = {
-        "index": str(output),
-        "url": url,
-        "projects": {
-            p: [{"filename": w.filename, "version": w.version, "sha256": w.sha256, "size": w.size} for w in ws]
-            for p, ws in by_project.items()
-        },
-    }
-    lines = [f"wrote {output} ({sum(len(ws) for ws in by_project.values())} wheels)"]
-    for project, wheels in by_project.items():
-        lines += [f"  {project}: {', '.join(w.version for w in wheels)}"]
-    example = next(iter(by_project.values()))[-1]
-    lines.append(f"install with: pip install --index-url {url} --no-deps {example.project}=={example.version}")
-    ctx.emit(document, "\n".join(lines))
-    return 0

@@ -6,6 +6,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -184,6 +185,22 @@ def _is_version(text: str) -> bool:
     except InvalidVersion:
         return False
     return True
+
+
+def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str], where: Path) -> list[Target]:
+    """TARGETs `dist==version` if given, else the named stack's (the default stack if none)."""
+    if requested:
+        targets = []
+        for text in requested:
+            dist, sep, version = text.partition("==")
+            if not sep or not dist or not version:
+                msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
+                raise ConfigError(msg)
+            targets.append(Target(canonicalize_name(dist), version))
+        return targets
+    if stack == "all":
+        return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, t.version))
+    return list(stacks.get(stack or stacks.default, where).targets)
 
 
 def all_targets(patches_dir: Path) -> list[Target]:

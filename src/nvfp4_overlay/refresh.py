@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import behaviour, files, releases
+from . import behaviour, fetch, files, releases
 from .archive import WheelReader
 from .drift import BROKEN, PatchDrift, State, drift_series
 from .errors import ConfigError, PatchError, Refused
@@ -152,40 +152,46 @@ def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
     )
 
 
-# --- the command -----------------------------------------------------------------------------------
+# --- a refresh, start to end ------------------------------------------------------------------------
 
 
-def cmd_refresh(ctx: Any) -> int:
-    dist = canonicalize_name(ctx.args.dist)
-    source, target = Target(dist, ctx.args.from_version), Target(dist, _version(ctx.args.to_version))
-    old = load_upstream(ctx.patches_dir, source)
+@dataclass(frozen=True)
+class Refreshed:
+    """A series written to patches/DIST/TO."""
+
+    directory: Path
+    ported: Ported
+    wheels: tuple[ReleaseWheel, ...]
+
+
+def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, dist: str, from_version: str,
+            to_version: str, *, drop_upstream: bool, log: Callable[[str], None]) -> Refreshed:
+    """Port dist's FROM series to TO, check it by behaviour, and write it; or raise Refused, writing nothing.
+
+    A refusal carries the drift report (refused.report) that says which hunk needs a person and why.
+    """
+    dist = canonicalize_name(dist)
+    source, target = Target(dist, from_version), Target(dist, _version(to_version))
+    old = load_upstream(patches_dir, source)
     series = read_series(old.directory)
-    dest = ctx.patches_dir / dist / target.version
+    dest = patches_dir / dist / target.version
     if dest.exists():
         msg = f"{dest}: already exists; refresh never overwrites a series (remove it first if it is stale)"
-        raise ConfigError(msg)
-    wheels = releases.release_wheels(target, [w.filename for w in old.wheels], ctx.source)
+        raise ConfigError(msg, path=dest, fix="remove the directory, or refresh to another release")
+    wheels = releases.release_wheels(target, [w.filename for w in old.wheels], source_wheels)
     for w in wheels:
-        ctx.log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
+        log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
     if all(_pure(w) for w in old.wheels) and not all(_pure(w) for w in wheels):
-        ctx.log(
-            f"warning: {source} ships one pure wheel, {target} platform wheels: only {len(wheels)} of them "
-            f"were "
-            f"fetched; ask for the others with --python-version/--platform, or add them to upstream.toml"
-        )
-    origin = releases.release_wheel(ctx.patches_dir, source, ctx.source)
+        log(f"warning: {source} ships one pure wheel, {target} platform wheels: only {len(wheels)} of them "
+            f"were fetched; ask for the others with --python-version/--platform, or add them to upstream.toml")
+    origin = releases.release_wheel(patches_dir, source, source_wheels)
     drifts, matrix = _drift_everywhere(series, source, target, wheels, origin.path)
     today = datetime.now(timezone.utc).date()
     try:
-        ported = port_series(
-            series, drifts, target.version, drop_upstream=ctx.args.drop_upstream, today=today
-        )
+        ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
     except Refused as exc:
-        from . import report
-
-        ctx.emit({**report.document(matrix), "refused": str(exc)}, report.table(matrix))
-        ctx.log(f"error: {exc}")
-        return exc.exit_code
+        exc.report = matrix
+        raise
     command = f"nvfp4-overlay refresh {dist} {source.version} {target.version}"
     with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
         # Behaviour before text: the ported series is built and held to upstream before it is written.
@@ -193,28 +199,18 @@ def cmd_refresh(ctx: Any) -> int:
         stage_series(staged, ported, series_text(series, ported, source, target.version, today),
                      upstream_text(wheels, command))
         _check_exact(read_series(staged), wheels)
-        ctx.log(f"{target}: building the ported series and checking its behaviour against upstream")
-        problems = behaviour.check_series(target, Path(tmp) / "patches", ctx.overlay_dir, ctx.source,
-                                          Path(tmp) / "work", audit=ctx.patches_dir)
+        log(f"{target}: building the ported series and checking its behaviour against upstream")
+        problems = behaviour.check_series(target, Path(tmp) / "patches", overlay_dir, source_wheels,
+                                          Path(tmp) / "work", audit=patches_dir)
         if problems:
-            refused = Refused("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
-                              + "\n  ".join(problems))
-            ctx.emit({"refused": str(refused), "problems": problems}, "\n".join(problems))
-            ctx.log(f"error: {refused}")
-            return refused.exit_code
+            msg = ("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
+                   + "\n  ".join(problems))
+            refused = Refused(msg, path=dest, fix="change the overlay or the series so that upstream's behaviour holds")
+            refused.problems = tuple(problems)
+            raise refused
         install_series(staged, dest)
-    load_upstream(ctx.patches_dir, target)  # the file it wrote reads back
-    for line in ported.dropped:
-        ctx.log(f"note: {line}")
-    document = {
-        "written": str(dest),
-        "patches": [n for n, _ in ported.patches],
-        "dropped": list(ported.dropped),
-        "wheels": [{"filename": w.filename, "sha256": w.sha256} for w in wheels],
-    }
-    human = f"wrote {dest}: {len(ported.patches)} patches, {len(wheels)} wheels"
-    ctx.emit(document, human)
-    return 0
+    load_upstream(patches_dir, target)  # the file it wrote reads back
+    return Refreshed(dest, ported, tuple(wheels))
 
 
 def _pure(wheel: UpstreamWheel | ReleaseWheel) -> bool:

@@ -1,4 +1,4 @@
-"""The operations the CLI and the tests share: resolve targets, build them, keep SHA256SUMS."""
+"""Targets built into the dist dir: every wheel of a run lands, with SHA256SUMS, or none does."""
 
 from __future__ import annotations
 
@@ -40,22 +40,6 @@ class Built:
     hunks: tuple[HunkResult, ...]
     overlay: tuple[str, ...]
     unlisted_patches: tuple[str, ...] = field(default=())
-
-
-def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str], where: Path) -> list[Target]:
-    """TARGETs `dist==version` if given, else the named stack's (the default stack if none)."""
-    if requested:
-        targets = []
-        for text in requested:
-            dist, sep, version = text.partition("==")
-            if not sep or not dist or not version:
-                msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
-                raise ConfigError(msg)
-            targets.append(Target(canonicalize_name(dist), version))
-        return targets
-    if stack == "all":
-        return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, t.version))
-    return list(stacks.get(stack or stacks.default, where).targets)
 
 
 def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda _: None) -> list[Built]:
@@ -107,27 +91,3 @@ def install_commands(built: Sequence[Built], shipped: Sequence[Target], dist_dir
 
 def _local(filename: str) -> str:
     return str(parse_wheel_filename(filename)[1].local)
-
-
-# --- conveniences for tests and scripts ---------------------------------------------------------
-
-
-def load_target(patches_dir: Path, dist: str, version: str) -> Upstream:
-    return load_upstream(patches_dir, Target(canonicalize_name(dist), version))
-
-
-def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path, offline: bool = False) -> Path:
-    """The verified upstream wheel of dist==version that fits this interpreter."""
-    upstream = load_target(patches_dir, dist, version)
-    source = fetch.Source(cache_dir, offline=offline)
-    (pin,) = fetch.select_wheels(upstream, source)
-    return fetch.upstream_wheel(upstream, pin, source)
-
-
-def build_one(dist: str, version: str, *, patches_dir: Path, overlay_dir: Path, dist_dir: Path, cache_dir: Path) -> Path:
-    """Build dist==version for this interpreter into dist_dir and return the wheel's path."""
-    options = Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
-    (built,) = build_targets([Target(canonicalize_name(dist), version)], options)
-    return built.wheel
-
-

@@ -1,0 +1,44 @@
+"""The command line, `nvfp4-overlay COMMAND`: the only place that prints and decides the exit status.
+
+parser.py holds the arguments and their help, context.py checks the paths and variables they name
+before any work starts, commands.py runs one command. Errors are rendered here, once: a sentence on
+stderr, and with --json their data on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+
+from .. import progress
+from ..errors import ConfigError, Exit, OverlayError
+from .commands import COMMANDS
+from .context import Context
+from .parser import parser
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        ctx = Context(args)
+        with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
+            return int(COMMANDS[args.command](ctx))
+    except OverlayError as exc:
+        return _report(exc, args.json)
+    except OSError as exc:  # a path at the edge: unreadable, unwritable, a file where a directory should be
+        where = exc.filename or "a file"
+        msg = f"{where}: {exc.strerror or exc}; check the path and its permissions"
+        return _report(ConfigError(msg, path=exc.filename, found=exc.strerror), args.json)
+    except KeyboardInterrupt:
+        return Exit.INTERRUPTED
+
+
+def _report(exc: OverlayError, as_json: bool) -> int:
+    progress.clear()
+    print(f"error: {exc}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": exc.data()}, indent=2, sort_keys=True))
+    return int(exc.exit_code)

@@ -1,0 +1,86 @@
+"""What every command gets: the resolved directories and wheel source, checked at the edge, and the output."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import fetch, progress, wheels
+from ..errors import ConfigError
+
+PACKAGE_DATA = Path(__file__).resolve().parent.parent
+ZIP_EPOCH = 315532800  # 1980-01-01, zip's earliest date: SOURCE_DATE_EPOCH unset
+
+
+class Context:
+    """The command's arguments, with every path and variable it names checked before any work starts."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.json = bool(args.json)
+        self.quiet = bool(args.quiet) or self.json
+        self.patches_dir = _data_dir(args.patches_dir, "patches", "--patches-dir")
+        self.overlay_dir = _data_dir(args.overlay_dir, "overlay", "--overlay-dir", may_be_missing=True)
+        self.dist_dir = _directory(Path(args.dist_dir), "--dist-dir", may_be_missing=True)
+        cache = Path(args.cache_dir) if args.cache_dir else fetch.default_cache_dir()
+        what = "--cache-dir" if args.cache_dir else ("NVFP4_OVERLAY_CACHE" if os.environ.get("NVFP4_OVERLAY_CACHE")
+                                                       else "the cache ~/.cache/nvfp4-overlay")
+        self.source = fetch.Source(
+            cache_dir=_directory(cache, what, may_be_missing=True),
+            wheelhouse=_directory(Path(args.wheelhouse), "--wheelhouse") if args.wheelhouse else None,
+            offline=bool(args.offline),
+            all_platforms=bool(args.all_platforms),
+            python_version=args.python_version,
+            platforms=tuple(args.platform or ()),
+        )
+
+    def log(self, message: str) -> None:
+        """Human progress and warnings: always stderr, so --json keeps stdout to one document."""
+        if not self.quiet or message.startswith(("warning:", "error:")):
+            progress.clear()  # the status line, if one is drawn, gives way to the log line
+            print(message, file=sys.stderr)
+
+    def options(self) -> wheels.Options:
+        return wheels.Options(self.patches_dir, self.overlay_dir, self.dist_dir, self.source,
+                              fuzz=getattr(self.args, "fuzz", 0), epoch=source_date_epoch())
+
+    def emit(self, document: Any, human: str) -> None:
+        print(json.dumps(document, indent=2, sort_keys=True) if self.json else human)
+
+
+def source_date_epoch() -> int:
+    """SOURCE_DATE_EPOCH (reproducible-builds.org): a whole number of seconds, else zip's first date."""
+    text = os.environ.get("SOURCE_DATE_EPOCH")
+    if text is None:
+        return ZIP_EPOCH
+    if not text.strip().isdigit():
+        msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 "
+               f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)); set it to one, or unset it")
+        raise ConfigError(msg, item="SOURCE_DATE_EPOCH", expected="seconds since 1970", found=text,
+                          fix="unset it, or set it to $(git log -1 --format=%ct)")
+    return int(text)
+
+
+def _data_dir(given: str | None, name: str, option: str, *, may_be_missing: bool = False) -> Path:
+    """The project's patches/ or overlay/: as given, else ./NAME, else the copy the package carries."""
+    if given:
+        return _directory(Path(given), option, may_be_missing=may_be_missing)
+    here = Path(name)
+    return here if here.is_dir() else PACKAGE_DATA / name
+
+
+def _directory(path: Path, what: str, *, may_be_missing: bool = False) -> Path:
+    if path.is_dir() or (may_be_missing and not path.exists() and not _under_a_file(path)):
+        return path
+    found = "a file" if path.exists() else "missing"
+    msg = f"{what} {path}: is {found}, not a directory; name a directory" + (
+        " (it is made if missing)" if may_be_missing else "")
+    raise ConfigError(msg, path=path, item=what, expected="a directory", found=found, fix="name a directory")
+
+
+def _under_a_file(path: Path) -> bool:
+    return any(p.exists() and not p.is_dir() for p in path.parents)
