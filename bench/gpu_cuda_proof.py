@@ -86,10 +86,10 @@ def child_nvcc() -> dict:
         try:
             spec = getattr(module, fn_name)()
             spec.write_ninja()
-            text = spec.ninja_path.read_text()
-            match = re.search(r"^cuda_cflags = (.*(?:\$\n.*)*)", text, re.MULTILINE)
-            result["gencode"] = sorted(set(re.findall(r"-gencode=\S+", match.group(1) if match else "")))
-            result["enable_fp4"] = "-DENABLE_FP4" in text
+            flags = _ninja_variable(spec.ninja_path.read_text(), "cuda_cflags")
+            result["gencode"] = sorted({f for f in flags if f.startswith("-gencode=")})
+            result["enable_fp4"] = "-DENABLE_FP4" in flags
+            result["static_global_template_stub"] = "-static-global-template-stub=false" in flags
             start = time.monotonic()
             spec.build(verbose=False)
             result["build_s"] = round(time.monotonic() - start, 1)
@@ -104,6 +104,17 @@ def child_nvcc() -> dict:
         for name, result in pool.map(build, SPECS):
             out["modules"][name] = result
     return out
+
+
+def _ninja_variable(text: str, name: str) -> list[str]:
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.startswith(f"{name} = "):
+            value = line[len(name) + 3:]
+            while value.endswith("$"):
+                value = value[:-1] + next(lines, "").strip()
+            return value.split()
+    return []
 
 
 def child_sm90() -> dict:
