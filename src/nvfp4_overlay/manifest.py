@@ -137,11 +137,15 @@ def load_upstream(patches_dir: Path, target: Target) -> Upstream:
     directory = patches_dir / target.dist / target.version
     path = directory / "upstream.toml"
     if not path.exists():
+        carried = [t.version for t in all_targets(patches_dir) if t.dist == target.dist]
+        near = nearest(target.version, carried)
+        listing = f"; the nearest carried: {', '.join(near)}" if near else f"; no {target.dist} release is carried"
         msg = (
-            f"{path}: not found; {target} has no series here. Add the directory with an upstream.toml "
-            f"(or port one with 'nvfp4-overlay refresh')"
+            f"{target} has no series ({path} not found){listing}. Build one of those, or port a series "
+            f"with 'nvfp4-overlay refresh {target.dist} {near[0] if near else 'FROM'} {target.version}'"
         )
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=path, item=str(target), expected="a carried release", found=target.version,
+                          fix=f"one of {', '.join(near)}" if near else "refresh a series to it")
     data = _read_toml(path)
     problems: list[str] = []
     revision = data.get("revision")
@@ -201,6 +205,18 @@ def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str],
     if stack == "all":
         return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, t.version))
     return list(stacks.get(stack or stacks.default, where).targets)
+
+
+def nearest(version: str, carried: Sequence[str], count: int = 3) -> list[str]:
+    """The carried releases closest to version: the ones just below it, then just above."""
+    try:
+        wanted = Version(version)
+    except InvalidVersion:
+        return sorted(carried, key=Version)[-count:]
+    ordered = sorted(carried, key=Version)
+    below = [v for v in ordered if Version(v) < wanted][-2:]
+    above = [v for v in ordered if Version(v) > wanted][:2]
+    return [*reversed(below), *above][:count]
 
 
 def all_targets(patches_dir: Path) -> list[Target]:
