@@ -240,8 +240,17 @@ def test_next_hunk_may_share_the_previous_trailing_context(removed: list[int], o
     assert mine[1][-2:] == offsets if offsets else mine[0] is None
 
 
+@needs_gnu_patch
 def test_gnu_offset_parser_reads_real_output() -> None:
-    """The regex that reads GNU patch must see offsets in both directions, singular and plural."""
-    text = "patching file f\nHunk #1 succeeded at 4 (offset 3 lines).\nHunk #2 succeeded at 9 (offset -1 line).\n"
-    assert _GNU_OFFSET.findall(text) == [("1", "3"), ("2", "-1")]
-    assert io.StringIO(text).read().count("Hunk") == 2
+    """The harness reads GNU patch's own messages: offsets up and down, one line and several."""
+    old = [f"{i}\n" for i in range(40)]
+    new = list(old)
+    new[5], new[30] = "five\n", "thirty\n"
+    diff = unified_diff(old, new, 3)
+    moved = ["x\n", "y\n", "z\n", *old[:20], *old[21:]]  # +3 before hunk 1, +2 before hunk 2
+    assert gnu("".join(moved), diff)[1] == [3, 2]
+    one_line = ["x\n", *old]
+    assert gnu("".join(one_line), diff)[1] == [1, 1]  # GNU patch writes "(offset 1 line)"
+    fewer = old[2:]  # the two lines above hunk 1's context
+    assert gnu("".join(fewer), diff)[1] == [-2, -2]
+    assert _GNU_OFFSET.findall("Hunk #2 succeeded at 9 (offset -1 line).") == [("2", "-1")]

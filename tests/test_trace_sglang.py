@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import cache_dir, run_python
+from conftest import PATCHES, cache_dir, run_python
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -343,9 +343,13 @@ def _outcome(result: dict[str, Any]) -> Any:
 
 def test_sglang_0511_platform_wheels_share_the_patched_file() -> None:
     """0.5.11 ships one wheel per platform; one series fits all only if modelopt_quant.py is the same."""
-    wheels = sorted((cache_dir() / "wheels").glob("sglang-0.5.11-*.whl"))
-    if len(wheels) < 2:
-        pytest.skip(f"only {len(wheels)} sglang 0.5.11 wheel(s) in {cache_dir() / 'wheels'}")
+    from nvfp4_overlay import fetch
+    from nvfp4_overlay.manifest import Target, load_upstream
+
+    upstream = load_upstream(PATCHES, Target("sglang", "0.5.11"))
+    source = fetch.Source(cache_dir(), all_platforms=True)
+    wheels = [fetch.upstream_wheel(upstream, pin, source) for pin in fetch.select_wheels(upstream, source)]
+    assert len(wheels) == 8  # cp310-cp313, x86_64 and aarch64: every pinned file, fetched here if need be
     digests = {}
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:

@@ -47,10 +47,10 @@ def port_series(
     """Regenerate every patch on the release, or refuse with every reason at once. Pure: no I/O."""
     problems = []
     for drift in drifts:
-        upstream_hunks = any(h.state is State.UPSTREAM for h in drift.hunks)
+        has_upstream_hunks = any(h.state is State.UPSTREAM for h in drift.hunks)
         if drift.state in BROKEN:
             problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
-        elif (upstream_hunks or drift.state is State.OBSOLETE) and not drop_upstream:
+        elif (has_upstream_hunks or drift.state is State.OBSOLETE) and not drop_upstream:
             problems.append(
                 f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
             )
