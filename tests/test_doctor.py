@@ -241,7 +241,10 @@ def test_real_upstream_flashinfer_fails_the_trace_check(real_envs: dict[str, Pat
     assert (flashinfer["version"], flashinfer["patched"], flashinfer["series"]) == ("0.6.1", False, "available")
     trace = document["trace"]
     assert trace["ok"] is False
-    assert trace["error"] == "torch._dynamo.exc.Unsupported: Attempted to call function marked as skipped"
+    fp4 = trace["entries"]["fp4_quantize"]
+    assert fp4["error"] == "torch._dynamo.exc.Unsupported: Attempted to call function marked as skipped"
+    assert "fp4_quantize" in trace["failed"]
+    assert any("flashinfer.fp4_quantize does not compile" in p for p in document["problems"])
     assert "compute capability=12.0" in trace["faked"]
 
 
@@ -258,8 +261,10 @@ def test_real_patched_flashinfer_passes_the_trace_check(real_envs: dict[str, Pat
     assert flashinfer["record"]["matching"] == flashinfer["record"]["files"] > 1000
     trace = document["trace"]
     assert trace["ok"] is True, trace
-    assert [op for op in trace["ops"] if "getitem" not in op] == ["nvfp4_overlay.flashinfer_fp4_quantize.default"]
-    assert trace["subprocesses"] == []
+    assert trace["failed"] == []
+    fp4 = trace["entries"]["fp4_quantize"]  # and every other entry point the overlay routes
+    assert [op for op in fp4["ops"] if "getitem" not in op] == ["nvfp4_overlay.flashinfer_fp4_quantize.default"]
+    assert all(e["subprocesses"] == [] for e in trace["entries"].values())
 
 
 @pytest.mark.upstream

@@ -27,12 +27,12 @@ from packaging.version import InvalidVersion, Version
 
 from . import progress
 from .errors import ConfigError
-from .manifest import Target, load_upstream
+from .manifest import Stack, Target, load_stacks, load_upstream
 from .metadata import PROVENANCE
 
 DISTRIBUTIONS = ("flashinfer-python", "sglang")
 SGLANG_FIXED = Version("0.5.12")  # ships its own opaque fp4_quantize (srt/layers/quantization/fp4_utils.py)
-OPAQUE_OP = "nvfp4_overlay.flashinfer_fp4_quantize"
+OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
 EXIT_OK, EXIT_NEEDS_A_PERSON, EXIT_INTEGRITY = 0, 1, 3
 
 
@@ -110,7 +110,10 @@ def _series_state(name: str, version: str, provenance: dict[str, Any] | None, pa
         )
         return "available"
     if name == "sglang" and _at_least(public, SGLANG_FIXED):
-        finding.notes.append(f"sglang {version} carries its own opaque fp4_quantize (fixed upstream in {SGLANG_FIXED})")
+        stack = _shipping_stack(patches_dir, public)
+        how = f"stack {stack.name} ships it unpatched with flashinfer-python " + ", ".join(
+            t.version for t in stack.targets if t.dist == "flashinfer-python") if stack else "no stack names it"
+        finding.notes.append(f"sglang {version} makes its own FlashInfer calls opaque (from {SGLANG_FIXED}); {how}")
         return "fixed-upstream"
     if name == "flashinfer-python":
         finding.problems.append(
@@ -120,6 +123,14 @@ def _series_state(name: str, version: str, provenance: dict[str, Any] | None, pa
     else:
         finding.notes.append(f"{name} {version}: no series in {patches_dir}; nothing to compare with")
     return "none"
+
+
+def _shipping_stack(patches_dir: Path, version: str) -> Stack | None:
+    try:
+        stacks = load_stacks(patches_dir)
+    except ConfigError:
+        return None
+    return next((s for s in stacks.stacks if Target("sglang", version) in s.upstream), None)
 
 
 def _public(version: str) -> str:
@@ -203,7 +214,7 @@ def _check_pin(flashinfer_version: str, finding: Finding) -> None:
 
 def run_probe(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
     """GPU facts and the trace check from a child interpreter: a crash or hang there cannot take doctor down."""
-    progress.report("trace check: torch.compile(fullgraph=True) over flashinfer.fp4_quantize")
+    progress.report("trace check: torch.compile(fullgraph=True) over each routed FlashInfer entry point")
     command = [sys.executable, "-m", "nvfp4_overlay.trace_probe"]
     # From an empty directory, without the current one on sys.path (PYTHONSAFEPATH, 3.11+): a checkout
     # holding a flashinfer/ folder must not stand in for the installed package. The child finds this
@@ -235,14 +246,15 @@ def run_probe(timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _judge_trace(trace: dict[str, Any], finding: Finding) -> None:
-    if not trace.get("ok"):
-        finding.problems.append(
-            f"flashinfer.fp4_quantize does not compile with torch.compile(fullgraph=True): {trace.get('error')}"
-        )
-    elif trace.get("subprocesses"):
-        finding.problems.append(f"a subprocess started while dynamo traced: {trace['subprocesses'][0]}")
-    elif not any(OPAQUE_OP in op for op in trace.get("ops", [])):
-        finding.notes.append(f"the traced graph holds no {OPAQUE_OP} op: {trace.get('ops')}")
+    entries = trace.get("entries") or {}
+    if not entries:
+        finding.problems.append(f"the trace check did not run: {trace.get('error')}")
+    for name, entry in entries.items():
+        if not entry.get("ok"):
+            finding.problems.append(
+                f"flashinfer.{name} does not compile with torch.compile(fullgraph=True): {entry.get('error')}")
+        elif not any(op.startswith(OPAQUE_OP) for op in entry.get("ops", [])):
+            finding.notes.append(f"flashinfer.{name}: the traced graph holds no {OPAQUE_OP}* op: {entry.get('ops')}")
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -325,9 +337,10 @@ def _render_gpu(gpu: dict[str, Any] | None) -> list[str]:
 def _render_trace(trace: dict[str, Any]) -> str:
     if trace.get("skipped"):
         return "skipped"
-    if not trace.get("ok"):
+    entries = trace.get("entries") or {}
+    if not entries:
         return f"FAILED: {trace.get('error')}"
-    opaque = "through the opaque op" if any(OPAQUE_OP in op for op in trace.get("ops", [])) else f"ops {trace.get('ops')}"
-    spawned = len(trace.get("subprocesses", []))
-    return (f"ok: fp4_quantize traces with fullgraph=True {opaque} in {trace.get('seconds')} s, "
-            f"{spawned} subprocess(es) while tracing")
+    passed = [n for n, e in entries.items() if e.get("ok")]
+    failed = [n for n, e in entries.items() if not e.get("ok")]
+    text = f"{len(passed)} of {len(entries)} entry points trace with fullgraph=True in {trace.get('seconds')} s"
+    return text + (f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops")

@@ -1,5 +1,9 @@
 """doctor's live check, run as `python -m nvfp4_overlay.trace_probe` in a child of doctor's interpreter.
 
+Every entry point the installed FlashInfer routes (its overlay's entries.py; for an unpatched one,
+the FP4/MXFP8 entry points this project routes) is traced once with torch.compile(fullgraph=True),
+with the first argument table of probes/cases.py; the report names each one that fails.
+
 Prints one JSON line {"gpu": ...} as soon as torch answers, then one {"trace": ...}, so a crash or a
 hang in the trace still leaves the GPU facts behind. Without a GPU it fakes what a Blackwell server
 reports (compute capability 12.0, a CUDA build of torch), as tests/test_trace_flashinfer.py does. The
@@ -41,47 +45,77 @@ def gpu_facts(torch: Any) -> dict[str, Any]:
 
 
 def fake_blackwell(torch: Any, fakes: list[str]) -> None:
-    """Before flashinfer is imported: it reads torch.version.cuda at import (patched) or per call."""
+    """Before flashinfer is imported: a CUDA build of torch, as a Blackwell server has."""
     if torch.version.cuda is None:
         torch.version.cuda = "12.8"
         fakes.append("torch.version.cuda=12.8")
-    torch.cuda.get_device_capability = lambda device=None: FAKE_CAPABILITY
 
 
-def fp4_module() -> Any:
-    try:  # flashinfer/quantization/ from 0.6.7, flashinfer/ before
-        import flashinfer.quantization.fp4_quantization as module  # type: ignore[import-not-found]
+def routed_entries(flashinfer: Any) -> list[str]:
+    """The entry points the installed FlashInfer routes (its overlay's entries.py), else the candidates."""
+    try:
+        from flashinfer._nvfp4_overlay.entries import ENTRIES  # type: ignore[import-not-found]
     except ImportError:
-        import flashinfer.fp4_quantization as module  # type: ignore[import-not-found]
-    return module
+        from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+
+        return [name for name in ROUTED_CANDIDATES if hasattr(flashinfer, name)]
+    return [name for name in sorted(ENTRIES) if hasattr(flashinfer, name)]
+
+
+def fake_capability(torch: Any, capability: tuple[int, int]) -> None:
+    """Every binding of get_compute_capability in FlashInfer: CPU tensors are otherwise refused."""
+    torch.cuda.get_device_capability = lambda device=None: capability
+    for name, module in list(sys.modules.items()):
+        if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
+            module.get_compute_capability = lambda device=None: capability
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
-    """torch.compile(fullgraph=True) over a call of flashinfer.fp4_quantize; the graph's ops, the processes."""
+    """torch.compile(fullgraph=True) over one call of each routed entry point: the graph, the processes."""
+    from nvfp4_overlay.probes import cases
+
+    entries: dict[str, Any] = {}
+    for name in routed_entries(flashinfer):
+        fn = getattr(flashinfer, name)
+        made = next(iter(cases.cases(name, fn, quick=True)), None)
+        if made is None:
+            entries[name] = {"ok": False, "error": "no case to call it with"}
+            continue
+        args, kwargs = made[1](torch)
+        args = tuple(a.to(device) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a for a in args)
+        entries[name] = trace_one(torch, lambda *a, fn=fn, kwargs=kwargs: fn(*a, **kwargs), args)
+    failed = [n for n, e in entries.items() if not e["ok"]]
+    result: dict[str, Any] = {"ok": bool(entries) and not failed, "entries": entries, "failed": failed}
+    if failed:
+        result["error"] = entries[failed[0]]["error"]
+    elif not entries:
+        result["error"] = "flashinfer has none of the entry points to check"
+    return result
+
+
+def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     tracing, spawned, graphs = [False], [], []
 
-    def audit(event: str, args: tuple[Any, ...]) -> None:
+    def audit(event: str, audit_args: tuple[Any, ...]) -> None:
         if tracing[0] and (event in SPAWN_EVENTS or event.startswith("os.exec")):
-            spawned.append(f"{event} {repr(args[:2])[:160]}")
+            spawned.append(f"{event} {repr(audit_args[:2])[:160]}")
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
         raise Traced
 
-    def quantize(x: Any, global_scale: Any) -> Any:
-        return flashinfer.fp4_quantize(x, global_scale)
-
     sys.addaudithook(audit)
-    x = torch.randn(128, 256, dtype=torch.bfloat16, device=device)
-    gs = torch.tensor([448.0 * 6.0], dtype=torch.float32, device=device)
     result: dict[str, Any] = {"ok": False}
+    torch._dynamo.reset()
     tracing[0] = True
     try:
-        torch.compile(quantize, fullgraph=True, backend=backend)(x, gs)
+        torch.compile(call, fullgraph=True, backend=backend)(*args)
         result["error"] = "the backend was never called"
     except BaseException as exc:  # noqa: BLE001 - dynamo wraps the backend's exception; ours is in the chain
         if _caused_by_traced(exc):
-            result["ok"] = True
+            result["ok"] = not spawned
+            if spawned:
+                result["error"] = f"a subprocess started while dynamo traced: {spawned[0]}"
         else:
             result["error"] = first_line(exc)
             result["detail"] = str(exc).strip().splitlines()[:8]
@@ -116,13 +150,11 @@ def main() -> int:
     start = time.monotonic()
     try:
         import flashinfer
-
-        module = fp4_module()
     except Exception as exc:  # noqa: BLE001 - whatever breaks the import is the finding
         emit("trace", {"ok": False, "faked": fakes, "error": "import flashinfer: " + first_line(exc)})
         return 0
     if not gpu["available"]:
-        module.get_compute_capability = lambda device: FAKE_CAPABILITY  # CPU tensors: flashinfer refuses them
+        fake_capability(torch, FAKE_CAPABILITY)
         fakes.append("compute capability=12.0")
     result = trace(torch, flashinfer, "cuda" if gpu["available"] else "cpu")
     result.update(faked=fakes, flashinfer=getattr(flashinfer, "__version__", None),
