@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test test-fast test-releases drift bench fuzz index docs clean distclean
+.PHONY: wheels test test-fast test-releases lint drift bench fuzz index docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(VENV)/.ready: pyproject.toml
 
 $(VENV)/.test-ready: $(VENV)/.ready
 	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+$(VENV)/.lint-ready: $(VENV)/.ready
+	$(PY) -m pip install -q -e '.[lint]'
 	touch $@
 
 wheels: $(VENV)/.ready
@@ -25,6 +29,11 @@ test: $(VENV)/.test-ready
 # The unit layer: no upstream wheel, no torch (under a minute).
 test-fast: $(VENV)/.test-ready
 	$(PY) -m pytest -m "not upstream and not torch" $(ARGS)
+
+# ruff and mypy --strict, pinned in pyproject.toml's lint extra.
+lint: $(VENV)/.lint-ready
+	$(PY) -m ruff check src tests bench build_wheels.py
+	$(PY) -m mypy
 
 # Every carried release on every check (make test runs the pinned ones on all, the others on the cheap ones).
 test-releases: $(VENV)/.test-ready

@@ -118,9 +118,8 @@ def _ninja_variable(text: str, name: str) -> list[str]:
 
 
 def child_sm90() -> dict:
-    import torch
-
     import flashinfer
+    import torch
 
     out: dict = {"flashinfer": flashinfer.__version__, "gpu": torch.cuda.get_device_name(0),
                  "capability": list(torch.cuda.get_device_capability(0))}

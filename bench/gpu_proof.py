@@ -323,7 +323,7 @@ class Spy:
         self.fill = None  # None, an int byte, or "random": what the outputs hold before the launch
 
     @classmethod
-    def install(cls, fq, arch: str) -> "Spy":
+    def install(cls, fq, arch: str) -> Spy:
         namespace = fq.get_fp4_quantization_module(arch)
         fn = namespace.fp4_quantize_sm100
         cell = fn.__closure__[fn.__code__.co_freevars.index("module")]

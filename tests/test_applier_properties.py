@@ -7,7 +7,6 @@ Run with --hypothesis-show-statistics to see how many cases ran.
 from __future__ import annotations
 
 import difflib
-import io
 import json
 import os
 import re

@@ -11,8 +11,8 @@ import pytest
 from conftest import OVERLAY, PATCHES, cache_dir
 
 from nvfp4_overlay import cli
-from nvfp4_overlay.patching import read_series
 from nvfp4_overlay.manifest import load_stacks, load_upstream
+from nvfp4_overlay.patching import read_series
 
 pytestmark = pytest.mark.upstream
 

@@ -9,8 +9,8 @@ from typing import Any
 from . import __version__
 from .archive import UNTRUSTED, CopiedMember, Entry, NewMember, WheelReader, name_problem
 from .errors import ConfigError, UnsafeArchiveError
-from .manifest import OverlayFile, Upstream, UpstreamWheel
 from .files import sha256_bytes
+from .manifest import OverlayFile, Upstream, UpstreamWheel
 from .metadata import (
     PROVENANCE,
     DistInfo,

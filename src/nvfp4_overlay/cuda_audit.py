@@ -119,8 +119,8 @@ class _Visitor:
             return
         if isinstance(node, ast.Call):
             self.call(node, scope)
-        for child in ast.iter_child_nodes(node):
-            self.visit(child, scope)
+        for inside in ast.iter_child_nodes(node):
+            self.visit(inside, scope)
 
     def call(self, node: ast.Call, scope: list[str]) -> None:
         f = node.func

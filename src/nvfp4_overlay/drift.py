@@ -12,16 +12,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import conflicts, releases
+from . import conflicts
 from .merge import three_way
-from .errors import ConfigError
-from .manifest import all_targets
 from .patching import (
     FilePatch,
     Hunk,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
@@ -110,7 +110,8 @@ def load_stacks(patches_dir: Path) -> Stacks:
         if not isinstance(table, dict) or not table:
             problems.append(f"[stacks.{name!r}] must map distribution names to versions")
             continue
-        targets, upstream = [], []
+        targets: list[Target] = []
+        upstream: list[Target] = []
         for dist, value in sorted(table.items()):
             shipped_as_is = isinstance(value, dict) and value.get("patched") is False
             version = value.get("version") if isinstance(value, dict) else value

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import merge3
 
@@ -53,7 +54,7 @@ def three_way(base: Sequence[str], patched: Sequence[str], upstream: Sequence[st
         elif kind == "b":
             out += upstream[region[1] : region[2]]
         else:  # ("conflict", zstart, zend, astart, aend, bstart, bend)
-            _, zs, ze, as_, ae, bs, be = region
+            _, zs, ze, as_, ae, bs, be = cast("tuple[str, int, int, int, int, int, int]", region)
             beside = _insertion_beside(base[zs:ze], patched[as_:ae], upstream[bs:be])
             if beside is not None:
                 out += beside

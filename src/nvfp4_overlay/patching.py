@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
 
-import unidiff
+from unidiff.errors import UnidiffParseError
+from unidiff.patch import Hunk as UnidiffHunk
+from unidiff.patch import PatchedFile, PatchSet
 
 from .errors import ConfigError, PatchError
 
@@ -179,8 +181,8 @@ def read_patch(path: Path) -> Patch:
     lines = split_lines(text)
     _check_hunk_lines(path, lines)
     try:
-        patchset = unidiff.PatchSet(lines)
-    except (unidiff.UnidiffParseError, ValueError, IndexError, AttributeError) as exc:
+        patchset = PatchSet(lines)
+    except (UnidiffParseError, ValueError, IndexError, AttributeError) as exc:
         msg = f"{path}: not a unified diff that parses ({exc}); regenerate it with 'diff -u' or 'git diff'"
         raise ConfigError(msg) from exc
     files = tuple(_file_patch(path, pf) for pf in patchset)
@@ -245,7 +247,7 @@ def parse_dep3(lines: Sequence[str]) -> dict[str, str]:
     return {k: v for k, v in fields.items() if k in DEP3_FIELDS}
 
 
-def _file_patch(path: Path, pf: unidiff.PatchedFile) -> FilePatch:
+def _file_patch(path: Path, pf: PatchedFile) -> FilePatch:
     where = f"{path}: {pf.path}"
     if pf.is_binary_file:
         msg = f"{where}: binary diffs are refused; ship the file in overlay/ instead"
@@ -285,7 +287,7 @@ def _strip(name: str, where: str) -> str:
     return text
 
 
-def _hunk(where: str, number: int, h: unidiff.Hunk) -> Hunk:
+def _hunk(where: str, number: int, h: UnidiffHunk) -> Hunk:
     header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
     before: list[str] = []
     after: list[str] = []

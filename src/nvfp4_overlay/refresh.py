@@ -7,7 +7,6 @@ context), so their line numbers and context are the release's; a fuzzy placement
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import shutil
 import tempfile
@@ -15,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version

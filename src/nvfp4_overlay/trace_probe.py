@@ -54,7 +54,7 @@ def fake_blackwell(torch: Any, fakes: list[str]) -> None:
 def routed_entries(flashinfer: Any) -> list[str]:
     """The entry points the installed FlashInfer routes (its overlay's entries.py), else the candidates."""
     try:
-        from flashinfer._nvfp4_overlay.entries import ENTRIES  # type: ignore[import-not-found]
+        from flashinfer._nvfp4_overlay.entries import ENTRIES
     except ImportError:
         from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
 

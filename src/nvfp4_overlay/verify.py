@@ -11,8 +11,8 @@ from packaging.utils import parse_wheel_filename
 
 from .archive import WheelReader
 from .errors import ConfigError, OverlayError
-from .manifest import Target, load_overlay, load_upstream, overlay_root
 from .files import sha256_bytes
+from .manifest import Target, load_overlay, load_upstream, overlay_root
 from .metadata import PROVENANCE, find_dist_info, parse_record, record_hash
 from .patching import read_series
 

@@ -6,15 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from . import fetch, progress
 from .archive import write_wheel, zip_date_time
-from .files import SHA256SUMS, AtomicWrites, format_sums, read_sums
 from .build import plan_wheel
-from .errors import ConfigError
-from .manifest import Stacks, Target, Upstream, load_overlay, load_upstream
+from .files import SHA256SUMS, AtomicWrites, format_sums, read_sums
+from .manifest import Target, load_overlay, load_upstream
 from .patching import HunkResult, read_series
 
 Log = Callable[[str], None]

@@ -58,7 +58,7 @@ def cmd_verify(ctx: Context) -> int:
 
 def cmd_list(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
-    series = []
+    series: list[dict[str, Any]] = []
     for target in all_targets(ctx.patches_dir):
         upstream = load_upstream(ctx.patches_dir, target)
         patches = read_series(upstream.directory).patches

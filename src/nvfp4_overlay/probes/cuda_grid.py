@@ -19,6 +19,7 @@ Paths are written as <tree>, <toolkit>, <workspace> so that two trees compare li
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -69,7 +70,7 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
         nvcc_facing.NVCC_FACING.clear()
     out = []
     for cell in cells:
-        out.append(forking.in_child(lambda cell=cell: probe_cell(cell, tree["path"], jit_core, cpp_ext)))
+        out.append(forking.in_child(functools.partial(probe_cell, cell, tree["path"], jit_core, cpp_ext)))
     return {"cells": out}
 
 
