@@ -609,3 +609,22 @@ def test_shifted_release_is_offset_and_refresh_applies_exactly(
     assert applied.files["m.py"] == "".join(release[:shift] + changed).encode()
     (on_post,) = drift_series(series, files(changed), ["m.py"], "demo", "2.0")
     assert on_post.state is State.UPSTREAM
+
+
+def test_drift_check_ports_the_newest_series_to_newer_releases_and_writes_nothing(layout: dict[str, Path]) -> None:
+    before = sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*"))
+    code, out, err, _ = run("drift", "--against", "1.1", "1.2", "1.9", "--check", "--json", *cli_args(layout))
+    doc = json.loads(out)
+    works = doc["works"]
+    assert works["demo==1.1"]["works"] is True and works["demo==1.2"]["works"] is True  # offset, merges
+    assert works["demo==1.9"]["works"] is False  # a real conflict: the port is refused
+    assert any("applies only with fuzz 1" in p for p in works["demo==1.9"]["problems"])
+    assert code == 1
+    assert sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*")) == before
+
+
+def test_refresh_dry_run_checks_and_writes_nothing(layout: dict[str, Path]) -> None:
+    code, out, err, _ = run("refresh", "demo", "1.0", "1.2", "--dry-run", *cli_args(layout))
+    assert code == 0, err
+    assert "nothing written" in out
+    assert not (layout["patches"] / "demo" / "1.2").exists()

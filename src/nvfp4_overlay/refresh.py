@@ -157,16 +157,17 @@ def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
 class Refreshed:
     """A series written to patches/DIST/TO."""
 
-    directory: Path
+    directory: Path | None  # None: a dry run, checked and not written
     ported: Ported
     wheels: tuple[ReleaseWheel, ...]
 
 
 def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, dist: str, from_version: str,
-            to_version: str, *, drop_upstream: bool, log: Callable[[str], None]) -> Refreshed:
+            to_version: str, *, drop_upstream: bool, log: Callable[[str], None], dry_run: bool = False) -> Refreshed:
     """Port dist's FROM series to TO, check it by behaviour, and write it; or raise Refused, writing nothing.
 
     A refusal carries the drift report (refused.report) that says which hunk needs a person and why.
+    With dry_run, everything but the writing: the port is built and checked, and left in no place.
     """
     dist = canonicalize_name(dist)
     source, target = Target(dist, from_version), Target(dist, _version(to_version))
@@ -206,6 +207,8 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
             refused = Refused(msg, path=dest, fix="change the overlay or the series so that upstream's behaviour holds")
             refused.problems = tuple(problems)
             raise refused
+        if dry_run:
+            return Refreshed(None, ported, tuple(wheels))
         install_series(staged, dest)
     load_upstream(patches_dir, target)  # the file it wrote reads back
     return Refreshed(dest, ported, tuple(wheels))

@@ -254,3 +254,28 @@ def hunk_json(h: HunkDrift) -> dict[str, Any]:
         "occurrences": h.occurrences,
         "note": h.note,
     }
+
+
+# --- drift --check: do the ports to new releases work? ---------------------------------------------
+
+
+def works_table(works: dict[str, Any]) -> str:
+    if not works:
+        return ""
+    lines = ["", "newer releases, the newest series ported there and checked by behaviour:"]
+    for release, found in works.items():
+        state = "works" if found["works"] else "DOES NOT WORK"
+        lines.append(f"  {release} (from {found['from']}): {state}")
+        lines += [f"    - {p}" for p in found["problems"][:10]]
+    return "\n".join(lines)
+
+
+def works_markdown(works: dict[str, Any]) -> str:
+    if not works:
+        return ""
+    lines = ["### Newer releases: applies and works?", "", "| release | ported from | works | problems |",
+             "| --- | --- | --- | --- |"]
+    for release, found in works.items():
+        problems = _md_escape("; ".join(found["problems"][:3])) if found["problems"] else ""
+        lines.append(f"| {release} | {found['from']} | {'yes' if found['works'] else '**no**'} | {problems} |")
+    return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ from packaging.version import InvalidVersion, Version
 
 from .. import doctor, index, matrix, releases, report, wheels
 from ..errors import ConfigError, Exit, Refused
-from ..manifest import Stack, all_targets, load_stacks, load_upstream, resolve_targets
+from ..manifest import Stack, Target, all_targets, load_stacks, load_upstream, resolve_targets
 from ..patching import read_series
 from ..refresh import refresh
 from ..verify import verify_wheel
@@ -116,17 +116,39 @@ def cmd_drift(ctx: Context) -> int:
 
     plan = matrix.plan_releases(ctx.args.against, targets, versions)
     found = matrix.run_drift(plan, ctx.patches_dir, ctx.source, ctx.log)
+    works = _check_new_releases(ctx, targets, plan) if ctx.args.check else {}
+    text = report.markdown(found) + report.works_markdown(works)
     if markdown is not None:
-        markdown.write_text(report.markdown(found))
-    ctx.emit(report.document(found), report.table(found))
-    return found.exit_code
+        markdown.write_text(text)
+    ctx.emit({**report.document(found), "works": works}, report.table(found) + report.works_table(works))
+    return max(found.exit_code, Exit.NEEDS_PERSON if any(not w["works"] for w in works.values()) else Exit.OK)
+
+
+def _check_new_releases(ctx: Context, targets: list[Target], plan: dict[Target, list[str]]) -> dict[str, Any]:
+    """A dry-run refresh from each distribution's newest series to each release after it."""
+    out: dict[str, Any] = {}
+    for dist in sorted({t.dist for t in targets}):
+        newest = max((t for t in targets if t.dist == dist), key=lambda t: Version(t.version))
+        for version in plan.get(newest, []):
+            if Version(version) <= Version(newest.version):
+                continue
+            key = f"{dist}=={version}"
+            ctx.log(f"{key}: porting {newest} there and checking it by behaviour (a dry run)")
+            try:
+                refresh(ctx.patches_dir, ctx.overlay_dir, ctx.source, dist, newest.version, version,
+                        drop_upstream=True, log=ctx.log, dry_run=True)
+                out[key] = {"from": newest.version, "works": True, "problems": []}
+            except Refused as exc:
+                out[key] = {"from": newest.version, "works": False, "problems": list(exc.problems) or [exc.message]}
+    return out
 
 
 def cmd_refresh(ctx: Context) -> int:
     """Write patches/DIST/TO when every hunk applies or merges and the port behaves like upstream."""
     try:
         done = refresh(ctx.patches_dir, ctx.overlay_dir, ctx.source, ctx.args.dist, ctx.args.from_version,
-                       ctx.args.to_version, drop_upstream=ctx.args.drop_upstream, log=ctx.log)
+                       ctx.args.to_version, drop_upstream=ctx.args.drop_upstream, log=ctx.log,
+                       dry_run=ctx.args.dry_run)
     except Refused as exc:
         if exc.report is not None:
             ctx.emit({**report.document(exc.report), "error": exc.data()}, report.table(exc.report))
@@ -136,6 +158,10 @@ def cmd_refresh(ctx: Context) -> int:
         return exc.exit_code
     for line in done.ported.dropped:
         ctx.log(f"note: {line}")
+    if done.directory is None:
+        ctx.emit({"written": None, "patches": [n for n, _ in done.ported.patches], "works": True},
+                 f"dry run: the port to {ctx.args.to_version} applies and behaves; nothing written")
+        return Exit.OK
     document = {
         "written": str(done.directory),
         "patches": [n for n, _ in done.ported.patches],

@@ -41,13 +41,15 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name -> (one line, examples)
         "  nvfp4-overlay drift                         every series against the newest release\n"
         "  nvfp4-overlay drift --against pinned        each series against its own release (CI gate)\n"
         "  nvfp4-overlay drift --against all --markdown drift.md\n"
-        "  nvfp4-overlay drift --dist flashinfer-python --against 0.7.4",
+        "  nvfp4-overlay drift --dist flashinfer-python --against 0.7.4\n"
+        "  nvfp4-overlay drift --against latest --check  the newest release: applies, and works?",
     ),
     "refresh": (
         "port a series to another release: exact, offset or three-way merged hunks, checked by behaviour "
         "against upstream before it is written",
         "  nvfp4-overlay refresh flashinfer-python 0.7.2 0.7.4\n"
         "  nvfp4-overlay refresh sglang 0.5.10.post1 0.5.11 --drop-upstream\n"
+        "  nvfp4-overlay refresh flashinfer-python 0.7.4 0.7.5 --dry-run\n"
         "It needs torch in this interpreter (make test's .venv has it): the checks run the trace ladder.",
     ),
     "doctor": (
@@ -90,6 +92,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the releases to check each series on (default: latest)")
     p.add_argument("--dist", help="only this distribution's series")
     p.add_argument("--markdown", metavar="FILE", help="also write the report as Markdown")
+    p.add_argument("--check", action="store_true",
+                   help="for each release newer than a distribution's newest series, port that series there "
+                        "(a refresh that writes nothing) and check it by behaviour: does it work, not only apply")
     _common(p)
 
     p = command("refresh")
@@ -97,6 +102,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("from_version", metavar="FROM_VERSION", help="a release that has a series")
     p.add_argument("to_version", metavar="TO_VERSION", help="the release to port it to")
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
+    p.add_argument("--dry-run", action="store_true", help="port, build and check, but write nothing")
     _common(p)
 
     p = command("doctor")
