@@ -100,6 +100,28 @@ def fmt_s(t: Timing) -> str:
     return f"{t.wall:.2f} s (cpu {t.cpu:.2f} s)"
 
 
+# --- 0. one big build against the floor of a checked copy: sha256sum && cp ------------------------
+
+
+def bench_build_vs_checked_copy(work: Path, repeat: int) -> list[Row]:
+    """The build in this process (its wheel hashed once on the way in, once on the way out, for
+    SHA256SUMS) against `sha256sum W && cp W` in a shell, alternated, medians of `repeat` pairs."""
+    src = upstream_path(BIG)
+    options = wheels.Options(PATCHES, OVERLAY, work / "checked-dist", fetch.Source(cache_dir(), offline=True))
+
+    def build() -> tuple[float, float]:
+        shutil.rmtree(options.dist_dir, ignore_errors=True)
+        start, cpu = time.perf_counter(), time.process_time()
+        wheels.build_targets([BIG], options)
+        return time.perf_counter() - start, time.process_time() - cpu
+
+    floor = ["sh", "-c", f"sha256sum '{src}' > /dev/null && cp '{src}' '{work / 'floor.whl'}'"]
+    times = side_by_side(repeat, build=build, floor=lambda: run_timed(floor))
+    ratio = times["build"].wall / times["floor"].wall
+    return [Row(f"build {BIG} in process vs `sha256sum && cp` of its wheel", fmt_s(times["build"]),
+                fmt_s(times["floor"]), f"{ratio:.2f}x", "<= 1.5x", "yes" if ratio <= 1.5 else f"no, {ratio / 1.5:.2f}x over")]
+
+
 # --- 1. one big target against cp, and against wheel unpack + wheel pack --------------------------
 
 
@@ -341,7 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="nvfp4-bench-") as tmp:
         work = Path(tmp)
-        for name, bench in [("build vs cp", lambda: bench_build_vs_copy(work, args.repeat)),
+        for name, bench in [("build vs sha256sum && cp", lambda: bench_build_vs_checked_copy(work, args.repeat)),
+                            ("build vs cp", lambda: bench_build_vs_copy(work, args.repeat)),
                             ("make wheels", lambda: bench_make_wheels(work, args.repeat)),
                             ("drift", lambda: bench_drift(work)),
                             ("lookups", lambda: bench_lookups(work, args.lookup_version)),

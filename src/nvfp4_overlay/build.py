@@ -125,7 +125,8 @@ def _carried_over(
             raise UnsafeArchiveError(msg)
         new_name = old.rename(name, new)
         copied.append(CopiedMember(new_name, info))
-        rows.append(RecordRow(new_name, row.hash, str(info.file_size)))
+        same = new_name == name and row.size  # the row as upstream wrote it: checked above, kept
+        rows.append(row if same else RecordRow(new_name, row.hash, str(info.file_size)))
     absent = sorted(set(record) - set(reader.infos))
     if absent:
         msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"

@@ -190,8 +190,7 @@ def checked_read(read: Callable[[str], bytes], record: Mapping[str, RecordRow], 
 def write_record(record_path: str, rows: Iterable[RecordRow]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    for row in sorted(rows, key=lambda r: r.path):
-        writer.writerow([row.path, row.hash, row.size])
+    writer.writerows((row.path, row.hash, row.size) for row in sorted(rows, key=lambda r: r.path))
     writer.writerow([record_path, "", ""])
     return out.getvalue().encode("utf-8")
 
