@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import hashlib
-import os
+import mmap
 import stat
 import struct
 import time
 import zipfile
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
 from .errors import ConfigError, HashMismatchError, UnsafeArchiveError
-from .files import CHUNK, sha256_handle
+from .files import CHUNK
 
 MAX_MEMBER_SIZE = 4 << 30  # no member of a real FlashInfer or SGLang wheel comes near 4 GiB
 MAX_RATIO = 200  # deflate tops out near 1032:1; upstream members stay far below 200:1 above 1 MiB
@@ -66,19 +68,27 @@ class WheelReader:
             msg = f"{path}: cannot be read ({exc.strerror}); check the path"
             raise ConfigError(msg) from exc
         try:
+            # One read-only map of the open file: the digest, the header checks and the raw copies
+            # all slice it, where seek+read cost two system calls per member (29,000 for 0.7.4).
+            self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:  # an empty file cannot be mapped
+            self._file.close()
+            msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
+            raise UnsafeArchiveError(msg) from exc
+        try:
             if sha256 is not None:
-                _check_handle_sha256(path, self._file, sha256)
+                _check_sha256(path, self._map, sha256)
             self._zip = zipfile.ZipFile(self._file)
             self.infos = {info.filename: info for info in _checked_infos(path, self._zip)}
-            self._data_start = _checked_extents(path, self._file, self._zip)
+            self._data_start = _checked_extents(path, self._map, self._zip)
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
-            self._file.close()
+            self._release()
             if isinstance(exc, UnsafeArchiveError):
                 raise
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
             raise UnsafeArchiveError(msg) from exc
         except BaseException:
-            self._file.close()
+            self._release()
             raise
 
     def __enter__(self) -> WheelReader:
@@ -89,6 +99,13 @@ class WheelReader:
 
     def close(self) -> None:
         self._zip.close()
+        self._release()
+
+    def _release(self) -> None:
+        try:
+            self._map.close()
+        except BufferError:  # a caller still holds a slice of a raw copy; the map goes with it
+            pass
         self._file.close()
 
     @property
@@ -107,27 +124,20 @@ class WheelReader:
             msg = f"{self.path}: member {name} is corrupt ({exc}); delete the file and download it again"
             raise UnsafeArchiveError(msg) from exc
 
-    def raw_chunks(self, info: zipfile.ZipInfo) -> Iterator[bytes]:
-        """The member's compressed bytes as stored, read in chunks (never the whole archive in memory).
+    def raw_chunks(self, info: zipfile.ZipInfo) -> Iterator[memoryview]:
+        """The member's compressed bytes as stored, in slices of the map (never copied whole).
 
-        Its local header was checked against the central directory when the archive was opened.
+        Its local header and extent were checked against the central directory when the archive
+        was opened, so the slices stay inside the file.
         """
-        self._file.seek(self._data_start[info.filename])
-        left = info.compress_size
-        if left <= CHUNK:  # most members: one read, no loop
-            chunk = self._file.read(left)
-            if len(chunk) == left:
-                yield chunk
-                return
-            msg = f"{self.path}: member {info.filename} is truncated; delete the file and download it again"
-            raise UnsafeArchiveError(msg)
-        while left:
-            chunk = self._file.read(min(CHUNK, left))
-            if not chunk:
-                msg = f"{self.path}: member {info.filename} is truncated; delete the file and download it again"
-                raise UnsafeArchiveError(msg)
-            left -= len(chunk)
-            yield chunk
+        start = self._data_start[info.filename]
+        end = start + info.compress_size
+        view = memoryview(self._map)
+        try:
+            for at in range(start, end, CHUNK):
+                yield view[at : min(at + CHUNK, end)]
+        finally:
+            view.release()
 
 
 def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]:
@@ -149,8 +159,8 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
     return iter(i for i in zf.infolist() if not i.is_dir())
 
 
-def _check_handle_sha256(path: Path, handle: BinaryIO, expected: str) -> None:
-    actual = sha256_handle(handle)
+def _check_sha256(path: Path, data: mmap.mmap, expected: str) -> None:
+    actual = hashlib.sha256(data).hexdigest()  # one call over the map; hashlib drops the GIL
     if actual != expected:
         msg = (
             f"{path}: sha256 {actual} does not match {expected} pinned in upstream.toml "
@@ -159,7 +169,7 @@ def _check_handle_sha256(path: Path, handle: BinaryIO, expected: str) -> None:
         raise HashMismatchError(msg, path=path, expected=expected, found=actual)
 
 
-def _checked_extents(path: Path, handle: BinaryIO, zf: zipfile.ZipFile) -> dict[str, int]:
+def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[str, int]:
     """Where each member's data starts, after checking its local header against the central directory.
 
     A zip bomb that lies about sizes in one of the two headers, or members whose data overlap
@@ -168,16 +178,16 @@ def _checked_extents(path: Path, handle: BinaryIO, zf: zipfile.ZipFile) -> dict[
     starts: dict[str, int] = {}
     problems: list[str] = []
     ordered = sorted(zf.infolist(), key=lambda i: i.header_offset)
-    limits = [i.header_offset for i in ordered[1:]] + [getattr(zf, "start_dir", os.fstat(handle.fileno()).st_size)]
+    limits = [i.header_offset for i in ordered[1:]] + [getattr(zf, "start_dir", len(data))]
     for info, limit in zip(ordered, limits):
-        handle.seek(info.header_offset)
-        header = handle.read(_LOCAL_HEADER.size)
-        if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        at = info.header_offset
+        if at + _LOCAL_HEADER.size > len(data) or data[at : at + 4] != b"PK\x03\x04":
             problems.append(f"{info.filename!r}: no local header where the central directory says")
             continue
-        _, _, flags, method, _, _, crc, csize, size, name_len, extra_len = _LOCAL_HEADER.unpack(header)
-        name = handle.read(name_len).decode("utf-8" if flags & _UTF8_FLAG else "cp437", "replace")
-        start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        _, _, flags, method, _, _, crc, csize, size, name_len, extra_len = _LOCAL_HEADER.unpack_from(data, at)
+        at += _LOCAL_HEADER.size
+        name = data[at : at + name_len].decode("utf-8" if flags & _UTF8_FLAG else "cp437", "replace")
+        start = at + name_len + extra_len
         if name != info.orig_filename:
             problems.append(f"{info.filename!r}: named {name!r} in its local header")
         elif method != info.compress_type:
@@ -248,25 +258,22 @@ def zip_date_time(epoch: int) -> tuple[int, int, int, int, int, int]:
 
 def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> str:
     """Write the archive to `out` and return its sha256 (hashed as it is written, never read back)."""
-    digest = hashlib.sha256()
-    offset = 0
+    with _Sink(out) as sink:
+        return _lay_out(sink, reader, entries, date_time)
 
-    def put(data: bytes) -> None:
-        nonlocal offset
-        out.write(data)
-        digest.update(data)
-        offset += len(data)
 
+def _lay_out(sink: _Sink, reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> str:
+    put = sink.put
     central: list[bytes] = []
     for entry in entries:
-        start = offset
+        start = sink.offset
         if isinstance(entry, NewMember):
             compressor = zlib.compressobj(6, zlib.DEFLATED, -15)  # zlib's default level
             data = compressor.compress(entry.data) + compressor.flush()
             crc, size, method = zlib.crc32(entry.data), len(entry.data), zipfile.ZIP_DEFLATED
             dos_time, dos_date = _dos(date_time)
             attr = (stat.S_IFREG | entry.mode) << 16
-            chunks: Iterable[bytes] = (data,)
+            chunks: Iterable[bytes | memoryview] = (data,)
             csize = len(data)
         else:
             src = entry.source
@@ -290,8 +297,59 @@ def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], d
             msg = f"{reader.path}: the patched wheel would need zip64 (over 4 GiB or 65,535 members)"
             raise UnsafeArchiveError(msg)
     directory = b"".join(central)
-    put(directory + _END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), offset, 0))
-    return digest.hexdigest()
+    put(directory + _END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), sink.offset, 0))
+    return sink.finish()
+
+
+class _Sink:
+    """Writes and hashes the archive in blocks of BLOCK bytes on one worker thread, in order.
+
+    A wheel of 14,705 members is 29,000 small pieces: one write and one digest update each cost more
+    in call overhead than the bytes. Joined into blocks, the write and the hash (both release the GIL)
+    run beside the loop that lays out the next block. At most two blocks are in flight.
+    """
+
+    BLOCK = 8 << 20
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self._out = out
+        self._digest = hashlib.sha256()
+        self._pieces: list[bytes | memoryview] = []
+        self._size = 0
+        self.offset = 0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheel-writer")
+        self._pending: deque[Future[None]] = deque()
+
+    def put(self, data: bytes | memoryview) -> None:
+        self._pieces.append(data)
+        self._size += len(data)
+        self.offset += len(data)
+        if self._size >= self.BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        block = b"".join(self._pieces)  # copies out of the input's map, which may close before the write
+        self._pieces.clear()
+        self._size = 0
+        while len(self._pending) >= 2:
+            self._pending.popleft().result()
+        self._pending.append(self._pool.submit(self._write, block))
+
+    def _write(self, block: bytes) -> None:
+        self._out.write(block)
+        self._digest.update(block)
+
+    def finish(self) -> str:
+        self._flush()
+        while self._pending:
+            self._pending.popleft().result()  # a write error surfaces here, as it would inline
+        return self._digest.hexdigest()
+
+    def __enter__(self) -> _Sink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _dos(date_time: tuple[int, ...]) -> tuple[int, int]:
