@@ -112,14 +112,14 @@ def make_toolkit(root: Path, release: str, files: Sequence[str] = ("version.json
 def grid_cells(root: Path) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """The 60 cells of the grid, and four other toolkit layouts on the report's box."""
     toolkits = {release: make_toolkit(root, release) for release in TOOLKITS}
-    cells = [
+    cells: list[dict[str, Any]] = [
         {"torch": t, "toolkit": str(toolkits[k]), "toolkit_release": k, "gpu": list(g)}
         for t in TORCH for k in TOOLKITS for g in GPUS
     ]
     no_nvcc = root / "cuda-without-nvcc"
     (no_nvcc / "bin").mkdir(parents=True, exist_ok=True)
-    box = {"torch": "12.8", "toolkit_release": "13.0", "gpu": [12, 0]}
-    variants = {
+    box: dict[str, Any] = {"torch": "12.8", "toolkit_release": "13.0", "gpu": [12, 0]}
+    variants: dict[str, dict[str, Any]] = {
         "pip": {**box, "toolkit": str(make_toolkit(root, "13.0", ("cuda.h",)))},  # include/cuda.h, no version.json
         "bare": {**box, "toolkit": str(make_toolkit(root, "13.0", ()))},  # nvcc alone: the last resort
         "on-path": {**box, "toolkit": str(toolkits["13.0"]), "on_path": True},  # no CUDA_HOME

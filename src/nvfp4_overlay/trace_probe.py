@@ -67,7 +67,7 @@ def fake_capability(torch: Any, capability: tuple[int, int]) -> None:
     torch.cuda.get_device_capability = lambda device=None: capability
     for name, module in list(sys.modules.items()):
         if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
-            module.get_compute_capability = lambda device=None: capability
+            vars(module)["get_compute_capability"] = lambda device=None: capability
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:

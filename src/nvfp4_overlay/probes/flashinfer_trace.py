@@ -20,10 +20,12 @@ included, is the wheel's own code. CUDA-only calls that a CPU build of torch ref
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
 import sys
+from types import FrameType
 from typing import Any
 
 import torch
@@ -64,7 +66,7 @@ class Box:
 def _by_linecache() -> bool:
     # Dynamo reads the source of what it traces through linecache for its messages: that is the
     # tracer looking at code, not FlashInfer doing I/O.
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None:
         if os.path.basename(frame.f_code.co_filename) == "linecache.py":
             return True
@@ -91,7 +93,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
 
     box = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
     _stub_kernels(jit_core, box)
-    torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+    torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
     sys.addaudithook(box.audit)
     # Dynamo's first compile in a process imports and sets up much; do it once, before the forks.
@@ -108,10 +110,10 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
         for name, fn in entries.items():
             runs = {}
             for case_id, make in case_table.cases(name, fn, quick=plan.get("quick", False)):
-                runs[case_id] = forking.in_child(lambda make=make, fn=fn: run_case(fn, make, box))
+                runs[case_id] = forking.in_child(functools.partial(run_case, fn, make, box))
             out[key][name] = runs
         out[key]["eager_ops"] = {
-            name: forking.in_child(lambda fn=fn, name=name: eager_op_log(fn, name)) for name, fn in entries.items()
+            name: forking.in_child(functools.partial(eager_op_log, fn, name)) for name, fn in entries.items()
         }
     return out
 
@@ -218,7 +220,7 @@ def _stub_kernels(jit_core: Any, box: Box) -> None:
 
     for obj in list(vars(jit_core).values()):
         if isinstance(obj, type) and issubclass(obj, jit_core.JitSpec):
-            obj.build_and_load = build_and_load
+            obj.build_and_load = build_and_load  # type: ignore[attr-defined]
     jit_core.check_cuda_arch = lambda: None
 
 
@@ -227,7 +229,7 @@ def _fake_capability(cc: tuple[int, int]) -> None:
     torch.cuda.get_device_capability = lambda device=None: cc
     for name, module in list(sys.modules.items()):
         if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
-            module.get_compute_capability = lambda device=None: cc
+            vars(module)["get_compute_capability"] = lambda device=None: cc
 
 
 def _flatten(value: Any) -> list[Any]:
