@@ -2,18 +2,22 @@
 
 behaviour.trace_ladder runs the probe (nvfp4_overlay/probes/flashinfer_trace.py) over the upstream
 and the patched tree of every carried release, with torch 2.13 (CPU), torch.version.cuda "12.8" and
-the compute capability faked as (12, 0) and (10, 0). Only the JIT build is stubbed: a module whose
-kernels record the arguments they get. behaviour.trace_problems is the verdict refresh uses; the
-tests below add what the report says upstream does, and controls that the verdict can fail.
+the compute capability faked as (12, 0) and (10, 0), for every entry point the overlay routes
+(behaviour.ROUTED_CANDIDATES; the patched tree's entries.ENTRIES says which it routes). Only the
+JIT build is stubbed: a module whose kernels record the arguments they get.
+behaviour.trace_problems is the verdict refresh uses; the tests below add what the report says
+upstream does, and controls that the verdict can fail.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import FULL, PATCHES, pinned_releases
+from packaging.version import Version
 
 from nvfp4_overlay import behaviour
 from nvfp4_overlay.manifest import all_targets
@@ -24,7 +28,11 @@ RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-pyt
 # Every case on the releases a stack pins (every release with NVFP4_OVERLAY_FULL=1); the first case
 # of each entry point on the others.
 EVERY_CASE = RELEASES if FULL else [v for v in RELEASES if v in pinned_releases("flashinfer-python")]
-ROUTED = ["fp4_quantize"]
+ROUTED = list(behaviour.ROUTED_CANDIDATES)
+GPUS = ("12.0", "10.0")
+# The JIT loader each entry point calls (the fp4 family: get_fp4_quantization_module).
+LOADERS = {"mxfp8_quantize": "get_mxfp8_quantization_sm100_module",
+           "nvfp4_kv_quantize": "get_fp4_kv_quantization_module"}
 
 
 @pytest.fixture(scope="module")
@@ -42,33 +50,58 @@ def ladder(wheel_tree: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_patched_passes_the_ladder(ladder: dict[str, Any], release: str) -> None:
-    assert behaviour.trace_problems(release, ladder[release], ROUTED) == []
+    assert behaviour.routed(ladder[release]) == sorted(ROUTED)  # the overlay routes every candidate
+    assert behaviour.trace_problems(release, ladder[release], behaviour.routed(ladder[release])) == []
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_upstream_fullgraph_fails_on_the_nvcc_subprocess(ladder: dict[str, Any], release: str) -> None:
-    for gpu, error in behaviour.upstream_fails(ladder[release], "fp4_quantize").items():
-        assert error is not None, f"sm{gpu}: upstream fp4_quantize compiled with fullgraph; the report says it cannot"
-        kind, message = error
-        assert kind == "Unsupported"
+def test_every_entry_point_the_release_has_is_routed(ladder: dict[str, Any], release: str) -> None:
+    patched, upstream = ladder[release]["patched"], ladder[release]["upstream"]
+    assert sorted(patched["entries"]) == sorted(upstream["entries"])
+    expected = set(ROUTED) - ({"nvfp4_kv_quantize"} if Version(release) < Version("0.6.7") else set())
+    assert set(patched["entries"]) == expected  # nvfp4_kv_quantize from 0.6.7, the others in all
+    for name, info in patched["entries"].items():
+        assert info["schema"] == info["signature"] == upstream["entries"][name]["signature"], name
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_upstream_fullgraph_fails_in_the_jit_loader(ladder: dict[str, Any], release: str) -> None:
+    for name in ladder[release]["upstream"]["entries"]:
+        for gpu, error in behaviour.upstream_fails(ladder[release], name).items():
+            assert error is not None, f"sm{gpu}: upstream {name} compiled with fullgraph; the report says not"
+            kind, message = error
+            assert kind == "Unsupported", (name, gpu, message[:300])
+            # dynamo's user stack: the trace went into the JIT loader (the nvcc version lookups, the
+            # file reads, the lock) and broke in upstream's code, not in the probe's stubbed build
+            assert LOADERS.get(name, "get_fp4_quantization_module") in message, (name, gpu, message[:2000])
+            assert "RecordingModule" not in message, (name, gpu, message[:2000])
+    for error in behaviour.upstream_fails(ladder[release], "fp4_quantize").values():
+        kind, message = error  # type: ignore[misc]
         assert "Attempted to call function marked as skipped" in message
         # The lock subprocess.Popen allocates for `which nvcc`, reached from get_fp4_quantization_module.
         assert "_thread" in message and "allocate_lock" in message
-        assert "get_fp4_quantization_module" in message
 
 
 @pytest.mark.parametrize("release", EVERY_CASE)
 def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], release: str) -> None:
     patched = ladder[release]["patched"]
-    for gpu in ("12.0", "10.0"):
-        runs = patched[gpu]["fp4_quantize"]
-        assert len(runs) >= 9, sorted(runs)
-        for case, run in runs.items():
-            assert run["compiled"]["targets"].count("nvfp4_overlay.flashinfer_fp4_quantize.default") == 1, case
-            assert len(run["eager"]["launches"]) == 1, case  # the eager call reached the (recording) kernel
-    # The positive control of the eager check: the op log does see FlashInfer's path, not ours.
-    ops = patched["12.0"]["eager_ops"]["fp4_quantize"]["ops"]
-    assert ops and not [op for op in ops if op.startswith("nvfp4_overlay::")], ops
+    for name in patched["entries"]:
+        op = f"{behaviour.OP_PREFIX}{name}.default"
+        for gpu in GPUS:
+            runs = patched[gpu][name]
+            assert len(runs) >= (9 if name == "fp4_quantize" else 3), (name, sorted(runs))
+            reached = 0
+            for case, run in runs.items():
+                if "error" in run["eager"]:  # upstream refuses the arguments: so does the compiled call
+                    assert "error" in run["compiled"], (name, case)
+                    continue
+                assert run["compiled"]["targets"].count(op) == 1, (name, case)
+                assert len(run["eager"]["launches"]) == 1, (name, case)  # the eager call reached the kernel
+                reached += 1
+            assert reached >= 2, (name, gpu, sorted(runs))
+        # The positive control of the eager check: the op log does see FlashInfer's path, not ours.
+        ops = patched["12.0"]["eager_ops"][name]["ops"]
+        assert ops and not [o for o in ops if o.startswith("nvfp4_overlay::")], (name, ops)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -81,18 +114,83 @@ def test_cuda_version_lookups_work_under_fullgraph(ladder: dict[str, Any], relea
     assert upstream.get("error", [None])[0] == "Unsupported"
 
 
+# The releases whose torch.ops.flashinfer.fp4_quantize passes enable_pdl by position, into
+# is_global_scale_inversed (patch 0003); fixed upstream in 0.7.1.
+OPT_IN_BUG = [v for v in RELEASES if Version("0.6.12") <= Version(v) < Version("0.7.1")]
+
+
+@pytest.mark.parametrize("release", [v for v in RELEASES if Version(v) >= Version("0.6.12")])
+def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], release: str) -> None:
+    """torch.ops.flashinfer.fp4_quantize(x, s, enable_pdl=True) launches the kernel as the public
+    fp4_quantize(x, s, enable_pdl=True) does: PDL on, the global scale not inverted. Upstream's op,
+    the control, differs on exactly the releases patch 0003 covers."""
+    for gpu in GPUS:
+        patched = ladder[release]["patched"][gpu]["opt_in_fp4_op"]
+        upstream = ladder[release]["upstream"][gpu]["opt_in_fp4_op"]
+        assert len(patched["public"]) == 1 and patched["public"] == upstream["public"], gpu
+        # the launch's last two arguments: is_global_scale_inversed, enable_pdl
+        assert patched["public"][0][-2:] == [["value", "False"], ["value", "True"]], patched["public"]
+        assert patched["launches"] == patched["public"], (gpu, patched["launches"])
+        if release in OPT_IN_BUG:
+            assert upstream["launches"][0][-2] == ["value", "True"], upstream["launches"]  # inverted
+        else:
+            assert upstream["launches"] == upstream["public"]
+    assert ("0003-opt-in-fp4-op-passes-enable-pdl.patch" in
+            (PATCHES / "flashinfer-python" / release / "series").read_text()) == (release in OPT_IN_BUG)
+
+
 def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: dict[str, Any]) -> None:
     """Controls: the same ladder with the patched side's fake or schema broken must be refused."""
     import copy
 
     release = RELEASES[-1]
-    broken = copy.deepcopy(ladder[release])
-    run = broken["patched"]["12.0"]["fp4_quantize"]["swizzled128-sf16"]
-    run["compiled"]["fake_outputs"][1][1] = [1, 1]  # the scale factors' shape
-    broken["patched"]["entries"]["fp4_quantize"]["schema"] = broken["patched"]["entries"]["fp4_quantize"]["schema"][:-1]
-    problems = behaviour.trace_problems(release, broken, ROUTED)
-    assert any("the fake gives" in p for p in problems), problems
-    assert any("would not reach the op" in p for p in problems), problems
+    routed = behaviour.routed(ladder[release])
+    for name in routed:
+        broken = copy.deepcopy(ladder[release])
+        run = next(iter(broken["patched"]["12.0"][name].values()))
+        run["compiled"]["fake_outputs"][-1][1] = [1, 1]  # the last output's shape
+        broken["patched"]["entries"][name]["schema"] = broken["patched"]["entries"][name]["schema"][:-1]
+        problems = behaviour.trace_problems(release, broken, routed)
+        assert any(f"{name} [" in p and "the fake gives" in p for p in problems), (name, problems)
+        assert any(f"{name}: the op takes" in p and "would not reach the op" in p for p in problems), name
+    unprobed = copy.deepcopy(ladder[release])
+    unprobed["patched"]["probed"] = unprobed["patched"]["probed"][:-1]
+    problems = behaviour.trace_problems(release, unprobed, routed)
+    assert any("which the ladder does not call" in p for p in problems), problems
+
+
+# Appended to a patched tree's fakes.py: every fake gets one output wrong, the way a fake goes wrong
+# (upstream's own fake of silu_and_mul_scaled_nvfp4_experts_quantize forgets the permutation; a
+# fake that forgets the reshape leaves the scale factors flat).
+BREAK_EVERY_FAKE = """
+
+def _broken(fake):
+    def broken(*args, **values):
+        return tuple(t.contiguous() if not t.is_contiguous() else t.reshape(-1) if t.dim() > 1
+                     else t.reshape(1, -1) for t in fake(*args, **values))
+    return broken
+
+
+for _name in {names!r}:
+    globals()[_name] = _broken(globals()[_name])
+"""
+
+
+def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(wheel_tree: Any, tmp_path: Path) -> None:
+    """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
+    every entry point, on both GPUs (the first case of each)."""
+    release = RELEASES[-1]
+    broken = tmp_path / "broken"
+    shutil.copytree(wheel_tree("flashinfer-python", release), broken)
+    fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
+    fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ROUTED))
+    pair = behaviour.Pair(release, wheel_tree("flashinfer-python", release, patched=False), broken)
+    found = behaviour.trace_ladder([pair], ROUTED, quick=True)[release]
+    assert behaviour.routed(found) == sorted(ROUTED)
+    problems = behaviour.trace_problems(release, found, ROUTED)
+    for name in ROUTED:
+        for gpu in ("sm120", "sm100"):
+            assert any(f"{gpu}: {name} [" in p and "the fake gives" in p for p in problems), (name, gpu)
 
 
 def test_trees_hold_python_files_only(wheel_tree: Any) -> None:

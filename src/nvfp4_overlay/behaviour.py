@@ -224,7 +224,8 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
     for kind, result in (("upstream", upstream), ("patched", patched)):
         if "crash" in result:
             return [f"{release}: the {kind} probe crashed: {result['crash'][-800:]}"]
-    problems = []
+    problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
+                for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
         info = patched["entries"].get(name)
         if info is None:
@@ -279,6 +280,10 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
                             f"{eager['outputs']}")
     if not patched:
         problems.append(f"{where}: no case ran")
+    elif all("error" in run["eager"] for run in patched.values()):
+        first = next(iter(patched.values()))["eager"]["error"]
+        problems.append(f"{where}: no case reached the kernel, every eager call raised (first: {first[0]}: "
+                        f"{first[1][:200]})")
     return problems
 
 

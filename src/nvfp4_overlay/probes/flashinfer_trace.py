@@ -6,16 +6,22 @@ faked, tensors are CPU or meta tensors), for each entry point the release has an
 cases (probes/cases.py):
 
 - ``eager``: the outputs (shape, stride, dtype) of an eager call and the kernel launches it made;
-- ``compiled``: ``torch.compile(fullgraph=True)`` of the same call: the error, or the graph's
+- ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
+  ``torch.compile(fullgraph=True)`` of the same call: the error, or the graph's
   call_function targets, the op's fake outputs as dynamo saw them (the graph's output meta), the
   outputs and launches of the compiled run; and what happened while dynamo traced: processes
   started and FlashInfer files opened (an audit hook; dynamo's own linecache reads of traced
   source are counted apart).
 
-Only the JIT build is stubbed: every JitSpec's build_and_load returns a module whose functions
-record their arguments and do nothing, so everything above the kernel, the output allocation
-included, is the wheel's own code. CUDA-only calls that a CPU build of torch refuses
-(``Tensor.cuda()``, ``torch.cuda.current_device()``) are made identities.
+Only the JIT build is stubbed: every JitSpec's build_and_load takes the spec's file lock, as
+upstream's does, and returns a module whose functions record their arguments and do nothing, so
+everything above the kernel, the output allocation included, is the wheel's own code. CUDA-only
+calls that a CPU build of torch refuses (``Tensor.cuda()``, ``torch.cuda.current_device()``) are
+made identities, every binding of ``get_compute_capability`` answers the faked GPU, and the JIT
+context targets it. Entry points whose inner op takes a host branch for CPU tensors
+(mxfp8_quantize) run on ``meta`` tensors; for those cases the overlay's op gets upstream's wrapper
+as its Meta kernel (a custom op's Meta kernel is its fake), so that the compiled run reaches the
+recording kernel as an eager call does.
 """
 
 from __future__ import annotations
@@ -99,26 +105,54 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     # Dynamo's first compile in a process imports and sets up much; do it once, before the forks.
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     entries = {name: getattr(flashinfer, name) for name in plan["entries"] if hasattr(flashinfer, name)}
-    out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed()}
+    out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed(),
+                           "probed": list(plan["entries"])}
     for name, fn in entries.items():
-        out["entries"][name] = {"signature": list(inspect.signature(fn).parameters), "schema": _schema(fn)}
+        out["entries"][name] = {"signature": _parameters(fn), "schema": _schema(fn)}
     out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box))
+    # An upstream tree (no overlay) compiles the first case of each entry point, the one
+    # behaviour.upstream_fails reads; its other cases run eagerly, for the patched tree's eager
+    # calls to be held to. A patched tree compiles every case and logs its eager dispatcher ops.
+    overlay = bool(out["routed"])
     for cc in plan["gpus"]:
         key = f"{cc[0]}.{cc[1]}"
         _fake_capability(tuple(cc))
         out[key] = {}
         for name, fn in entries.items():
             runs = {}
-            for case_id, make in case_table.cases(name, fn, quick=plan.get("quick", False)):
-                runs[case_id] = forking.in_child(functools.partial(run_case, fn, make, box))
+            for i, (case_id, make) in enumerate(case_table.cases(name, fn, quick=plan.get("quick", False))):
+                runs[case_id] = forking.in_child(
+                    functools.partial(run_case, fn, make, box, compile=overlay or i == 0))
             out[key][name] = runs
         out[key]["eager_ops"] = {
-            name: forking.in_child(functools.partial(eager_op_log, fn, name)) for name, fn in entries.items()
+            name: forking.in_child(functools.partial(eager_op_log, fn, name))
+            for name, fn in entries.items() if overlay
         }
+        out[key]["opt_in_fp4_op"] = forking.in_child(functools.partial(opt_in_fp4_op, box))
     return out
 
 
-def run_case(fn: Any, make: Any, box: Box) -> dict[str, Any]:
+def opt_in_fp4_op(box: Box) -> dict[str, Any]:
+    """Upstream's own torch.ops.flashinfer.fp4_quantize (0.6.12+) and the public fp4_quantize, each
+    called eagerly with enable_pdl=True: the kernel launches each makes (None: no such op)."""
+    if not hasattr(torch.ops.flashinfer, "fp4_quantize"):
+        return {"launches": None}
+    import flashinfer
+
+    out: dict[str, Any] = {}
+    calls = {"launches": torch.ops.flashinfer.fp4_quantize, "public": flashinfer.fp4_quantize}
+    for key, call in calls.items():
+        del box.launches[:]
+        try:
+            call(torch.randn(40, 256, dtype=torch.bfloat16), torch.tensor([2.0]), enable_pdl=True)
+        except Exception as exc:  # noqa: BLE001
+            out[key] = {"error": [type(exc).__name__, str(exc)[:500]]}
+        else:
+            out[key] = list(box.launches)
+    return out
+
+
+def run_case(fn: Any, make: Any, box: Box, *, compile: bool = True) -> dict[str, Any]:
     args, kwargs = make(torch)
     result: dict[str, Any] = {}
     del box.launches[:]
@@ -126,6 +160,8 @@ def run_case(fn: Any, make: Any, box: Box) -> dict[str, Any]:
         result["eager"] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}
     except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
         result["eager"] = {"error": [type(exc).__name__, str(exc)[:500]]}
+    if not compile:
+        return result
     graphs: list[dict[str, Any]] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -138,6 +174,12 @@ def run_case(fn: Any, make: Any, box: Box) -> dict[str, Any]:
         return gm.forward
 
     torch._dynamo.reset()
+    op = getattr(fn, "__nvfp4_overlay_op__", None)
+    if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta for a in [*args, *kwargs.values()]):
+        # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
+        # upstream's wrapper. In this case's child, upstream's wrapper (the op's own body) is the
+        # Meta kernel, so the compiled run hands the recording kernel what an eager call hands it.
+        op.register_kernel("meta", op._init_fn)
     del box.launches[:], box.events[:]
     box.phase = "trace"
     try:
@@ -192,6 +234,25 @@ def eager_op_log(fn: Any, name: str) -> dict[str, Any]:
     return {"ops": sorted({e.name for e in prof.events()})}
 
 
+# Keywords a decorator of upstream's takes beyond the signature: backend_requirement's wrapper
+# (nvfp4_kv_quantize, 0.6.7+) pops skip_check from its kwargs.
+HIDDEN_KEYWORDS = ("skip_check",)
+
+
+def _parameters(fn: Any) -> list[str]:
+    """What a caller may pass: the signature's parameters, then the hidden keywords a wrapper on
+    the __wrapped__ chain reads (the name is a constant of its code)."""
+    names = list(inspect.signature(fn).parameters)
+    for keyword in HIDDEN_KEYWORDS:
+        f = fn
+        while hasattr(f, "__wrapped__"):
+            if keyword in getattr(getattr(f, "__code__", None), "co_consts", ()):
+                names.append(keyword)
+                break
+            f = f.__wrapped__
+    return names
+
+
 def _routed() -> list[str]:
     try:
         from flashinfer._nvfp4_overlay.entries import ENTRIES
@@ -216,7 +277,11 @@ def _stub_kernels(jit_core: Any, box: Box) -> None:
             return launch
 
     def build_and_load(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return RecordingModule()
+        # Every release's loader takes the spec's file lock before it builds and loads (the lock is
+        # where dynamo gives up on a loader whose spec starts no process); only the build and the
+        # dlopen are left out.
+        with jit_core.FileLock(self.lock_path, thread_local=False):
+            return RecordingModule()
 
     for obj in list(vars(jit_core).values()):
         if isinstance(obj, type) and issubclass(obj, jit_core.JitSpec):
@@ -225,11 +290,16 @@ def _stub_kernels(jit_core: Any, box: Box) -> None:
 
 
 def _fake_capability(cc: tuple[int, int]) -> None:
-    """Every binding of get_compute_capability in FlashInfer (utils', the fp4 module's, activation's)."""
+    """Every binding of get_compute_capability in FlashInfer (utils', the fp4 module's, activation's),
+    and the GPU the JIT context would have found: a CPU build of torch sees none, and the JIT specs
+    that ask the context for their architectures (mxfp8, the KV quantizer) would refuse to exist."""
     torch.cuda.get_device_capability = lambda device=None: cc
     for name, module in list(sys.modules.items()):
         if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
             vars(module)["get_compute_capability"] = lambda device=None: cc
+    from flashinfer.jit import core as jit_core
+
+    jit_core.current_compilation_context.TARGET_CUDA_ARCHS = {(cc[0], f"{cc[1]}a")}
 
 
 def _flatten(value: Any) -> list[Any]:

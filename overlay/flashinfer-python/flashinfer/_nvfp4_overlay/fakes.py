@@ -1,8 +1,11 @@
 """nvfp4-overlay: the outputs of each routed entry point, allocated as upstream's wrapper does.
 
-A fake takes the entry point's arguments by name (every parameter of the release's signature) and
-returns empty tensors with the shapes, strides and dtypes that upstream's public function and the
-inner op it calls (``fp4_quantize_sm100`` and its kin) produce when the kernel writes nothing.
+A fake takes the entry point's arguments by name (every parameter of the release's signature,
+enums decoded to the release's own members) and returns empty tensors with the shapes, strides and
+dtypes that upstream's public function and the inner op it calls (``fp4_quantize_sm100`` and its
+kin) produce when the kernel writes nothing: the permuted views of the grouped and experts
+quantizers included. A refusal upstream makes before the kernel is made here too where the
+allocation depends on it; any other refusal happens when the graph runs, in upstream's code.
 tests/test_trace_flashinfer.py holds each fake to upstream's wrapper run with a no-op kernel, for
 every carried release and layout. Where upstream's allocation changed between releases, the
 release that changed it is named here (RELEASE is the upstream release this wheel was built from).
@@ -20,6 +23,9 @@ RELEASE = Version(_upstream_version)
 # From 0.6.8 on, fp4_quantize views a swizzled scale buffer as (-1, round_up(k // sf_vec_size, 4))
 # columns; before, as (-1, k // sf_vec_size).
 _SF_COLS_PADDED = RELEASE >= Version("0.6.8")
+# Up to 0.6.6, nvfp4_quantize asks fp4_quantize for the swizzled layout whatever sfLayout says
+# (layout_linear gives 128x4); from 0.6.7 on, layout_linear is linear.
+_NVFP4_LINEAR_HONOURED = RELEASE >= Version("0.6.7")
 
 
 def _round_up(x: int, y: int) -> int:
@@ -54,3 +60,97 @@ def fp4_quantize(
         x_q = x_q.transpose(-2, -1)
         sf = sf.transpose(-2, -1)
     return x_q, sf
+
+
+def _layout(value: Any, default: str) -> str:
+    """A decoded SfLayout member's name (layout_128x4, layout_8x4, layout_linear), or the default."""
+    return default if value is None else value.name
+
+
+def nvfp4_quantize(
+    a: torch.Tensor,
+    a_global_sf: torch.Tensor,
+    sfLayout: Any = None,  # noqa: N803 - upstream's name
+    do_shuffle: bool = False,
+    sf_vec_size: int = 16,
+    **_: Any,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    # Routed without do_shuffle and per_token_activation: upstream's call of fp4_quantize(a.cuda(), ...).
+    layout = _layout(sfLayout, "layout_128x4")
+    swizzled = layout != "layout_linear" or not _NVFP4_LINEAR_HONOURED
+    return fp4_quantize(a.cuda(), sf_vec_size=sf_vec_size, is_sf_swizzled_layout=swizzled,
+                        is_sf_8x4_layout=layout == "layout_8x4")
+
+
+def mxfp4_quantize(
+    a: torch.Tensor,
+    sfLayout: Any = None,  # noqa: N803 - upstream's name
+    **_: Any,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    # fp4_quantize(a.cuda(), <global scale>, 32, True, <layout>); sfLayout from 0.6.16, 128x4 before.
+    layout = _layout(sfLayout, "layout_128x4")
+    return fp4_quantize(a.cuda(), sf_vec_size=32, sf_use_ue8m0=True, is_sf_swizzled_layout=layout != "layout_linear",
+                        is_sf_8x4_layout=layout == "layout_8x4")
+
+
+def nvfp4_batched_quantize(a: torch.Tensor, a_global_sf: Any = None, sf_vec_size: int = 16,
+                           **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    b, m, k = a.shape
+    x_q = a.new_empty((b, m, k // 2), dtype=torch.uint8)
+    sf = a.new_empty((b, _round_up(m, 128) * _round_up(k // sf_vec_size, 4)), dtype=torch.uint8)
+    return x_q, sf
+
+
+def _experts(input: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """scaled_fp4_grouped_quant_sm100 and silu_and_mul_scaled_nvfp4_experts_quantize_sm100: the
+    (l, m, k // 2) values seen as (m, k // 2, l), the int32 scale buffer seen as float8_e4m3fn
+    (32, 4, padded_m // 128, 4, padded_k // 4, l); both permuted views of fresh buffers."""
+    l, m = input.shape[0], input.shape[1]
+    assert k % 16 == 0, f"k must be multiple of 16, but got {k}."
+    padded_k = _round_up(k // 16, 4)
+    padded_m = _round_up(m, 128)
+    x_q = input.new_empty((l, m, k // 2), dtype=torch.uint8).permute(1, 2, 0)
+    sf = input.new_empty((l, padded_m, padded_k // 4), dtype=torch.int32).view(torch.float8_e4m3fn)
+    sf = sf.view(l, padded_m // 128, padded_k // 4, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
+    return x_q, sf
+
+
+def scaled_fp4_grouped_quantize(a: torch.Tensor, **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    l, m, k = a.shape
+    return _experts(a, k)
+
+
+def silu_and_mul_scaled_nvfp4_experts_quantize(a: torch.Tensor,
+                                                **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    l, m, k_by_2 = a.shape  # gate half, then up half
+    return _experts(a, k_by_2 // 2)
+
+
+def nvfp4_kv_quantize(input: torch.Tensor, global_scale: torch.Tensor,
+                      **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+    m, k = input.shape
+    if k % 16 != 0:
+        raise ValueError(f"K dimension ({k}) must be divisible by 16")
+    return input.new_empty((m, k // 2), dtype=torch.uint8), input.new_empty((m, k // 16), dtype=torch.uint8)
+
+
+def mxfp8_quantize(
+    input: torch.Tensor,
+    is_sf_swizzled_layout: bool = True,
+    alignment: int = 32,
+    sf_swizzle_layout: Any = None,
+    **_: Any,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    # mxfp8_quantize_sm100's CUDA branch (routed only for tensors that are not on the CPU). The
+    # layout: sf_swizzle_layout from 0.6.7, else 128x4 or linear by is_sf_swizzled_layout.
+    assert input.shape[-1] % 32 == 0
+    layout = _layout(sf_swizzle_layout, "layout_128x4" if is_sf_swizzled_layout else "layout_linear")
+    k = input.shape[-1]
+    m = input.numel() // k
+    padded_k = _round_up(k, alignment)
+    x_q = input.new_empty((*input.shape[:-1], padded_k), dtype=torch.float8_e4m3fn)
+    if layout == "layout_linear":
+        sf_size = m * padded_k // 32
+    else:
+        sf_size = _round_up(m, 8 if layout == "layout_8x4" else 128) * _round_up(padded_k // 32, 4)
+    return x_q, input.new_empty((sf_size,), dtype=torch.uint8)

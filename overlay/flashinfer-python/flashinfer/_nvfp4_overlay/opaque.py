@@ -10,7 +10,11 @@ argument it was given.
 The op is built from what the release itself says: its schema from the upstream signature (every
 parameter, in order, keyword-only ones too), so a parameter upstream adds reaches the op with no
 change here. entries.py holds the little that a signature cannot say: the outputs, which values
-route, and how to carry a value no schema type can (an enum, a sentinel).
+route, how to carry a value no schema type can (an enum, a sentinel), the types of parameters
+upstream leaves unannotated, and keywords a decorator of upstream's takes beyond the signature
+(``backend_requirement``'s ``skip_check``). A call whose values the op cannot carry as upstream
+would receive them (a float where the schema holds a Tensor, an int where upstream compares
+against its own enum) takes upstream's path.
 """
 
 import functools
@@ -49,16 +53,17 @@ def route(fn: Callable[..., Any]) -> Callable[..., Any]:
 class _Plan:
     fn: Callable[..., Any]
     entry: Entry
-    names: Tuple[str, ...]  # every parameter, in signature order
+    names: Tuple[str, ...]  # every parameter, in signature order, then the decorators' keywords
     positional: Tuple[str, ...]  # those a caller may pass by position
     defaults: Mapping[str, Any]
     encode: Mapping[str, Callable[[Any], Any]]
+    accepts: Mapping[str, Callable[[Any], bool]]  # per parameter: can the op carry this value?
     op: Any
 
     def wrapper(self) -> Callable[..., Any]:
-        fn, names, positional, defaults, encode, op = (
-            self.fn, self.names, self.positional, self.defaults, self.encode, self.op)
-        routes = self.entry.routes
+        fn, names, positional, defaults, encode, accepts, op = (
+            self.fn, self.names, self.positional, self.defaults, self.encode, self.accepts, self.op)
+        routes, when = self.entry.routes, self.entry.when
 
         @functools.wraps(fn)
         def routed(*args: Any, **kwargs: Any) -> Any:
@@ -66,7 +71,10 @@ class _Plan:
                 values = dict(defaults)
                 values.update(zip(positional, args))
                 values.update(kwargs)
-                if len(values) == len(names) and all(values[k] in v for k, v in routes.items() if k in values):
+                if (len(values) == len(names)
+                        and all(values[k] in v for k, v in routes.items() if k in values)
+                        and all(ok(values[n]) for n, ok in accepts.items())
+                        and (when is None or when(values))):
                     return op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
             return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
 
@@ -88,13 +96,51 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
         if p.default is not p.empty:
             defaults[p.name] = p.default
         codec = entry.codecs.get(p.name)
-        types.append(codec.schema if codec else _schema_type(hints.get(p.name, p.empty), p.name))
-    upstream = inner.__globals__
-    encode = {n: functools.partial(c.encode, upstream) for n, c in entry.codecs.items() if n in names}
-    decode = {n: functools.partial(c.decode, upstream) for n, c in entry.codecs.items() if n in names}
+        if codec:
+            types.append(codec.schema)
+        elif p.name in hints:
+            types.append(_schema_type(hints[p.name], p.name))
+        elif p.name in entry.types:  # upstream left it unannotated
+            types.append(entry.types[p.name])
+        else:
+            raise TypeError(f"parameter {p.name} has no annotation; give it a type in entries.py")
+    for name, (schema_type, default) in entry.hidden.items():
+        if takes_keyword(fn, name):  # only while upstream's decorator still takes it
+            names.append(name)
+            types.append(schema_type)
+            defaults[name] = default
+    codecs = {n: (c, c.scope(inner.__globals__)) for n, c in entry.codecs.items() if n in names}
+    encode = {n: functools.partial(c.encode, scope) for n, (c, scope) in codecs.items()}
+    decode = {n: functools.partial(c.decode, scope) for n, (c, scope) in codecs.items()}
+    accepts = {n: functools.partial(c.accepts, scope) for n, (c, scope) in codecs.items()}
+    for n, t in zip(names, types):
+        if t in ("Tensor", "Tensor?"):
+            accepts[n] = _is_tensor if t == "Tensor" else _is_tensor_or_none
     schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> {entry.returns}"
     op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode)
-    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, op)
+    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op)
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, torch.Tensor)
+
+
+def _is_tensor_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, torch.Tensor)
+
+
+def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether a wrapper on fn's __wrapped__ chain takes keyword `name` beyond the signature.
+
+    ``backend_requirement``'s wrapper pops ``skip_check`` from its kwargs: the name is one of its
+    code's constants. The function itself (the innermost) does not count: its parameters are the
+    signature.
+    """
+    while hasattr(fn, "__wrapped__"):
+        if name in getattr(getattr(fn, "__code__", None), "co_consts", ()):
+            return True
+        fn = fn.__wrapped__
+    return False
 
 
 def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema: str,
@@ -119,6 +165,8 @@ def _schema_type(hint: Any, name: str) -> str:
         return _schema_type(inner, name) + "?"
     if origin in (list, List) and len(args) == 1:
         return _schema_type(args[0], name) + "[]"
+    if origin is typing.Literal and args and all(isinstance(a, str) for a in args):
+        return "str"  # backend: Literal["cuda", "cute-dsl"]; entries.py routes the values it takes
     if hint in _SCHEMA_TYPES:
         return _SCHEMA_TYPES[hint]
     raise TypeError(f"parameter {name}: no schema type for {hint!r}; give it a codec in entries.py")
