@@ -70,3 +70,45 @@ def test_lines_added_beside_a_region_that_became_other_code_are_a_conflict() -> 
     upstream = [line.replace("@flashinfer_api", "x = compute_everything_else(1, 2, 3)") for line in BASE]
     merged = three_way(BASE, DECORATED, upstream)
     assert merged.lines is None
+
+
+TWO = lines("@flashinfer_api", "def a(x):", "    return x", "", "", "@flashinfer_api", "def b(x):", "    return x")
+TWO_ROUTED = lines("@route", "@flashinfer_api", "def a(x):", "    return x", "", "", "@route", "@flashinfer_api",
+                   "def b(x):", "    return x")
+
+
+def test_additions_follow_their_anchors_where_upstream_reordered_and_rewrote_the_code() -> None:
+    """0.6.7 moved fp4_quantization.py and 0.6.16 rewrote the code around the routed functions: merge3
+    gives one long conflict; each addition goes above upstream's version of the line it sat on."""
+    upstream = lines("@flashinfer_api(trace=tb)", "def b(", "    x,", "    backend='cuda',", "):", "    return x + 1",
+                     "", "", "def helper():", "    pass", "", "", "@flashinfer_api(trace=ta)", "def a(x):",
+                     "    return 2 * x")
+    merged = three_way(TWO, TWO_ROUTED, upstream)
+    assert merged.conflicts == ()
+    assert merged.lines == tuple(lines("@route", "@flashinfer_api(trace=tb)", "def b(", "    x,", "    backend='cuda',",
+                                       "):", "    return x + 1", "", "", "def helper():", "    pass", "", "", "@route",
+                                       "@flashinfer_api(trace=ta)", "def a(x):", "    return 2 * x"))
+
+
+@pytest.mark.parametrize(
+    "upstream",
+    [
+        lines("@flashinfer_api", "def b(x):", "    return -x", "", "", "@flashinfer_api", "def b(y):", "    return y",
+              "", "", "def a(x):", "    return 2 * x"),
+        lines("def b(x):", "    return -x", "", "", "def a(x):", "    return 2 * x"),
+    ],
+    ids=["anchor-twice", "decorator-gone"],
+)
+def test_an_addition_with_no_single_place_stays_a_conflict(upstream: list[str]) -> None:
+    """The anchor rule alone (merge3 may align such small files its own way): `def a(x):` sits below
+    another function's decorator, across a blank line; `def b(x):` has no decorator left above it."""
+    from nvfp4_overlay.merge import _insertions_anchored
+
+    assert _insertions_anchored(TWO, TWO_ROUTED, upstream) is None
+
+
+def test_a_patch_that_changes_a_line_is_not_placed_by_anchors() -> None:
+    patched = [line.replace("return x", "return x  # patched") for line in TWO_ROUTED]
+    upstream = lines("@flashinfer_api(trace=tb)", "def b(x):", "    return x + 1", "", "", "@flashinfer_api(trace=ta)",
+                     "def a(x):", "    return 2 * x")
+    assert three_way(TWO, patched, upstream).lines is None

@@ -9,6 +9,7 @@ the same region, it is a conflict a person must resolve. Pure: no I/O.
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -61,6 +62,9 @@ def three_way(base: Sequence[str], patched: Sequence[str], upstream: Sequence[st
                 continue
             found.append(Conflict(zs + 1, tuple(base[zs:ze]), tuple(patched[as_:ae]), tuple(upstream[bs:be])))
     if found:
+        anchored = _insertions_anchored(base, patched, upstream)
+        if anchored is not None:
+            return Merged(tuple(anchored), ())
         return Merged(None, tuple(found))
     return Merged(tuple(out), ())
 
@@ -86,6 +90,76 @@ def _insertion_beside(base: Sequence[str], patched: Sequence[str], upstream: Seq
     if list(patched[:n]) == list(base) and _alike(base[:keep], upstream[:keep]):
         return [*upstream[:keep], *patched[n:], *upstream[keep:]]
     return None
+
+
+ANCHOR_REACH = 3  # lines between an addition and the line that places it: a decorator or two
+ANCHOR_WINDOW = 12  # how far above its anchor upstream's version of that line may be (a longer signature)
+
+
+def _insertions_anchored(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> list[str] | None:
+    """A patch that only adds lines, where merge3 found conflicts: each addition where the line it
+    was written above now is, anywhere in upstream's file.
+
+    merge3 aligns the files by their common runs, so when upstream rewrote or reordered the code
+    around a routed function (0.6.16 gave ``nvfp4_quantize`` a cute-dsl branch and moved functions),
+    or the file is another file now (0.6.7 moved ``fp4_quantization.py`` into ``quantization/``),
+    the patch's two lines above a ``def`` fall inside a long conflicting region. Each addition is
+    placed by an anchor: the first non-blank line after it, within ANCHOR_REACH lines, that occurs
+    once in the old file and once in upstream's (``def nvfp4_quantize(``), or failing that the one
+    upstream line alike it (``def mxfp4_quantize(a):`` became ``def mxfp4_quantize(``). The addition goes above
+    upstream's version of the line it sat on (``@flashinfer_api``, perhaps rewritten into
+    ``@flashinfer_api(trace=...)``): the nearest line alike it within ANCHOR_WINDOW lines above the
+    anchor and no blank line between (a signature may have grown in between). A patch
+    that changes or deletes any line, an addition with no anchor, or two additions at one place
+    stay conflicts. No merge library places lines by anchor; the behaviour checks judge the result.
+    """
+    ops = difflib.SequenceMatcher(None, base, patched, autojunk=False).get_opcodes()
+    if any(tag not in ("equal", "insert") for tag, *_ in ops):
+        return None
+    in_base = Counter(base)
+    in_upstream = Counter(upstream)
+    where = {line: i for i, line in enumerate(upstream) if in_upstream[line] == 1}
+    places: dict[int, list[str]] = {}
+    for tag, i1, _, j1, j2 in ops:
+        if tag != "insert":
+            continue
+        reach = [k for k in range(i1, min(i1 + ANCHOR_REACH + 1, len(base))) if base[k].strip() and in_base[base[k]] == 1]
+        anchor = next((k for k in reach if base[k] in where), None)
+        if anchor is not None:
+            found = where[base[anchor]]
+        else:  # upstream rewrote the line too (`def mxfp4_quantize(a):` grew parameters): the one line alike it
+            anchor, found = next(((k, p) for k in reach if (p := _only_alike(base[k], upstream)) is not None),
+                                 (None, -1))
+            if anchor is None:
+                return None
+        # above upstream's version of the line the addition sat on, the nearest one up from the anchor
+        at = found if anchor == i1 else _above(base[i1], upstream, found)
+        if at is None or at in places:
+            return None
+        places[at] = list(patched[j1:j2])
+    if not places:
+        return None
+    out = list(upstream)
+    for at in sorted(places, reverse=True):
+        out[at:at] = places[at]
+    return out
+
+
+def _above(line: str, lines: Sequence[str], anchor: int) -> int | None:
+    """The nearest line alike `line` above lines[anchor], in the same block (no blank line between)."""
+    for p in range(anchor - 1, max(anchor - 1 - ANCHOR_WINDOW, -1), -1):
+        if not lines[p].strip():
+            return None
+        if _alike([line], lines[p : p + 1]):
+            return p
+    return None
+
+
+def _only_alike(line: str, lines: Sequence[str]) -> int | None:
+    """The index of the one line of `lines` alike `line` (same first word), or None (none, or several)."""
+    word = line.split(maxsplit=1)[0]
+    hits = [i for i, other in enumerate(lines) if other.split(maxsplit=1)[:1] == [word] and _alike([line], [other])]
+    return hits[0] if len(hits) == 1 else None
 
 
 def _alike(ours: Sequence[str], theirs: Sequence[str]) -> bool:
