@@ -59,8 +59,10 @@ class State(str, Enum):
 
     @property
     def needs_person(self) -> bool:
-        """Neither the build nor refresh carries it over unattended (upstream hunks: a person drops them)."""
-        return self not in (State.EXACT, State.OFFSET, State.MERGES)
+        """Neither the build nor refresh carries it over unattended. Hunks found upstream by their text
+        need a person to drop them; a patch whose own Applied-Upstream release is out (obsolete)
+        does not: its header is the maintainer's word, and refresh drops it and says so."""
+        return self not in (State.EXACT, State.OFFSET, State.MERGES, State.OBSOLETE)
 
 
 BROKEN = (State.FUZZY, State.CONFLICT, State.MISSING_FILE)
@@ -303,7 +305,8 @@ def applied_upstream_release(patch: Patch, dist: str) -> Version | None:
     if not match:
         return None  # "no", a URL, a commit: nothing to compare releases with
     name = match.group("name")
-    if name and canonicalize_name(name) != canonicalize_name(dist):
+    # The project's own name counts as the distribution's: "flashinfer 0.7.1" for flashinfer-python.
+    if name and canonicalize_name(name) not in (canonicalize_name(dist), canonicalize_name(dist).removesuffix("-python")):
         return None
     try:
         return Version(match.group("version").rstrip(".,;"))

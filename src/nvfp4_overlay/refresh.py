@@ -48,7 +48,7 @@ def port_series(
         has_upstream_hunks = any(h.state is State.UPSTREAM for h in drift.hunks)
         if drift.state in BROKEN:
             problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
-        elif (has_upstream_hunks or drift.state is State.OBSOLETE) and not drop_upstream:
+        elif has_upstream_hunks and drift.state is not State.OBSOLETE and not drop_upstream:
             problems.append(
                 f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
             )
