@@ -128,11 +128,12 @@ def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], re
         patched = ladder[release]["patched"][gpu]["opt_in_fp4_op"]
         upstream = ladder[release]["upstream"][gpu]["opt_in_fp4_op"]
         assert len(patched["public"]) == 1 and patched["public"] == upstream["public"], gpu
-        # the launch's last two arguments: is_global_scale_inversed, enable_pdl
-        assert patched["public"][0][-2:] == [["value", "False"], ["value", "True"]], patched["public"]
         assert patched["launches"] == patched["public"], (gpu, patched["launches"])
         if release in OPT_IN_BUG:
+            # the launch ends (..., is_global_scale_inversed, enable_pdl) in these releases
+            assert patched["public"][0][-2:] == [["value", "False"], ["value", "True"]], patched["public"]
             assert upstream["launches"][0][-2] == ["value", "True"], upstream["launches"]  # inverted
+            assert upstream["launches"] != upstream["public"]
         else:
             assert upstream["launches"] == upstream["public"]
     assert ("0003-opt-in-fp4-op-passes-enable-pdl.patch" in
@@ -153,6 +154,10 @@ def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: d
         problems = behaviour.trace_problems(release, broken, routed)
         assert any(f"{name} [" in p and "the fake gives" in p for p in problems), (name, problems)
         assert any(f"{name}: the op takes" in p and "would not reach the op" in p for p in problems), name
+    inverted = copy.deepcopy(ladder[release])  # the opt-in op's bug, as 0.6.12-0.7.0.post1 ship it
+    launch = inverted["patched"]["12.0"]["opt_in_fp4_op"]["launches"][0]
+    launch[-2:] = [["value", "True"], ["value", "None"]]
+    assert any("patch 0003" in p for p in behaviour.trace_problems(release, inverted, routed))
     unprobed = copy.deepcopy(ladder[release])
     unprobed["patched"]["probed"] = unprobed["patched"]["probed"][:-1]
     problems = behaviour.trace_problems(release, unprobed, routed)

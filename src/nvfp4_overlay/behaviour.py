@@ -241,6 +241,11 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
             ops = patched[gpu]["eager_ops"].get(name, {}).get("ops", [])
             if any(op.startswith("nvfp4_overlay::") for op in ops):
                 problems.append(f"{release}: sm{gpu}: an eager {name} call went through the opaque op")
+    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+        opt_in = patched[gpu].get("opt_in_fp4_op") or {}
+        if opt_in.get("launches") is not None and opt_in["launches"] != opt_in.get("public"):
+            problems.append(f"{release}: sm{gpu}: torch.ops.flashinfer.fp4_quantize(..., enable_pdl=True) launches "
+                            f"{opt_in['launches']}, the public fp4_quantize {opt_in.get('public')} (patch 0003)")
     return problems
 
 
