@@ -123,4 +123,4 @@ def test_pip_installs_patched_flashinfer_from_the_index(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     provenance = json.loads((tmp_path / "target" / f"flashinfer_python-{version}.dist-info" / "NVFP4_OVERLAY.json").read_text())
     assert provenance["upstream"]["filename"] == "flashinfer_python-0.6.1-py3-none-any.whl"
-    assert (tmp_path / "target" / "flashinfer" / "_nvfp4_overlay.py").is_file()
+    assert (tmp_path / "target" / "flashinfer" / "_nvfp4_overlay" / "opaque.py").is_file()

@@ -156,6 +156,10 @@ def main() -> int:
     if not gpu["available"]:
         fake_capability(torch, FAKE_CAPABILITY)
         fakes.append("compute capability=12.0")
+        # Upstream's wrappers (nvfp4_quantize, mxfp4_quantize) call a.cuda(), and so do the fakes that
+        # mirror them; with no GPU the tensors stay where they are.
+        torch.Tensor.cuda = lambda self, *a, **k: self
+        fakes.append("Tensor.cuda()=identity")
     result = trace(torch, flashinfer, "cuda" if gpu["available"] else "cpu")
     result.update(faked=fakes, flashinfer=getattr(flashinfer, "__version__", None),
                   capability=gpu["devices"][0]["capability"] if gpu["available"] else list(FAKE_CAPABILITY),
