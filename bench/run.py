@@ -302,6 +302,65 @@ def _duration(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} us" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 
+# --- 4b. what routing costs an eager caller ------------------------------------------------------
+
+EAGER_PROBE = r'''
+import json, os, sys, time
+import torch
+from nvfp4_overlay.probes import cases, flashinfer_trace as probe
+torch.version.cuda = "12.8"
+os.environ["FLASHINFER_WORKSPACE_BASE"] = sys.argv[1]
+import flashinfer
+from flashinfer.jit import core as jit_core
+box = probe.Box(os.path.dirname(flashinfer.__file__))
+probe._stub_kernels(jit_core, box)  # the kernel records its arguments and returns: what is left is Python
+torch.Tensor.cuda = lambda self, *a, **k: self
+torch.cuda.current_device = lambda: 0
+probe._fake_capability((10, 0))
+result = {}
+for name in json.loads(sys.argv[2]):
+    routed = getattr(flashinfer, name)
+    upstream = routed.__wrapped__  # the upstream function the route decorator wraps
+    (_, make), *_ = cases.cases(name, routed)
+    args, kwargs = make(torch)
+    rounds = {"routed": [], "upstream": []}
+    for fn in (routed, upstream):
+        for _ in range(50):
+            fn(*args, **kwargs)
+    for _ in range(60):  # interleaved rounds of 200 calls; the fastest round, the least disturbed
+        for key, fn in (("upstream", upstream), ("routed", routed)):
+            start = time.perf_counter()
+            for _ in range(200):
+                fn(*args, **kwargs)
+            rounds[key].append((time.perf_counter() - start) / 200 * 1e6)
+        del box.launches[:]
+    result[name] = {k: min(v) for k, v in rounds.items()}
+print(json.dumps(result))
+'''
+
+
+def bench_eager_route(work: Path, version: str) -> list[Row]:
+    """An eager call of each routed entry point through the route decorator against the same call of
+    the upstream function it wraps, in one process, with the kernel a no-op (CPU tensors, SM100 faked)."""
+    from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+
+    target = Target("flashinfer-python", version)
+    tree = work / "eager-tree"
+    with zipfile.ZipFile(build_one(target, work / "eager-dist")) as zf:
+        zf.extractall(tree, [n for n in zf.namelist() if n.endswith((".py", ".json"))])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(ROOT / "src")]))
+    done = subprocess.run([PY, "-c", EAGER_PROBE, str(work / "eager-ws"), json.dumps(ROUTED_CANDIDATES)],
+                          capture_output=True, text=True, env=env, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = []
+    for name, t in found.items():
+        extra = t["routed"] - t["upstream"]
+        rows.append(Row(f"eager `{name}` through the route, flashinfer {version} (kernel a no-op)",
+                        f"{t['routed']:.1f} us", f"{t['upstream']:.1f} us (upstream's function)",
+                        f"{extra:+.2f} us", "<= +1 us", "yes" if extra <= 1 else "no"))
+    return rows
+
+
 # --- 5. peak memory of the big build ----------------------------------------------------------------
 
 MEMORY_PROBE = r'''
@@ -368,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ("make wheels", lambda: bench_make_wheels(work, args.repeat)),
                             ("drift", lambda: bench_drift(work)),
                             ("lookups", lambda: bench_lookups(work, args.lookup_version)),
+                            ("eager route", lambda: bench_eager_route(work, args.lookup_version)),
                             ("memory", lambda: bench_memory(work))]:
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
             try:

@@ -64,10 +64,11 @@ class _Plan:
         fn, names, positional, defaults, encode, accepts, op = (
             self.fn, self.names, self.positional, self.defaults, self.encode, self.accepts, self.op)
         routes, when = self.entry.routes, self.entry.when
+        is_compiling = torch.compiler.is_compiling  # bound once: an eager call pays one call for it
 
         @functools.wraps(fn)
         def routed(*args: Any, **kwargs: Any) -> Any:
-            if torch.compiler.is_compiling() and len(args) <= len(positional):
+            if is_compiling() and len(args) <= len(positional):
                 values = dict(defaults)
                 values.update(zip(positional, args))
                 values.update(kwargs)
