@@ -293,11 +293,11 @@ def _fake_capability(cc: tuple[int, int]) -> None:
     """Every binding of get_compute_capability in FlashInfer (utils', the fp4 module's, activation's),
     and the GPU the JIT context would have found: a CPU build of torch sees none, and the JIT specs
     that ask the context for their architectures (mxfp8, the KV quantizer) would refuse to exist."""
-    torch.cuda.get_device_capability = lambda device=None: cc
-    for name, module in list(sys.modules.items()):
-        if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
-            vars(module)["get_compute_capability"] = lambda device=None: cc
     from flashinfer.jit import core as jit_core
+
+    from nvfp4_overlay.trace_probe import fake_capability  # doctor's: the same bindings
+
+    fake_capability(torch, cc)
 
     jit_core.current_compilation_context.TARGET_CUDA_ARCHS = {(cc[0], f"{cc[1]}a")}
 
