@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import PATCHES, cli_args
+from helpers import PATCHES, cli_args
 
 from nvfp4_overlay import cli
 

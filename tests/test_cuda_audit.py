@@ -12,7 +12,7 @@ import types
 from pathlib import Path
 
 import pytest
-from conftest import OVERLAY, PATCHES, cache_dir, fetch_upstream
+from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream
 
 from nvfp4_overlay import cuda_audit
 from nvfp4_overlay.archive import WheelReader

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PATCHES
+from helpers import PATCHES
 
 from nvfp4_overlay import behaviour
 from nvfp4_overlay.behaviour import asks_version, cell_name, compiled_part, processes

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OVERLAY, PATCHES, ROOT, build_one, cache_dir, fetch_upstream, write_wheel
+from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, fetch_upstream, write_wheel
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.patching import read_series

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import OVERLAY, PATCHES, build_one, cache_dir, cli_args, write_wheel
+from helpers import OVERLAY, PATCHES, build_one, cache_dir, cli_args, write_wheel
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
+from helpers import OVERLAY, PATCHES, cache_dir, cli_args, write_wheel
 
 from nvfp4_overlay import cli
 

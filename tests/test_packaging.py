@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import ROOT
+from helpers import ROOT
 
 
 def test_wheel_carries_patches_and_overlay_and_its_cli_works_anywhere(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import cli_args
+from helpers import cli_args
 
 from nvfp4_overlay import cli, progress
 

@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import OVERLAY, PATCHES, cache_dir
+from helpers import OVERLAY, PATCHES, cache_dir
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.manifest import load_stacks, load_upstream

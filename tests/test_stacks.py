@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import PATCHES, cache_dir
+from helpers import PATCHES, cache_dir
 
 from nvfp4_overlay import fetch, releases
 from nvfp4_overlay.archive import WheelReader

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FULL, PATCHES, pinned_releases
+from helpers import FULL, PATCHES, pinned_releases
 from packaging.version import Version
 
 from nvfp4_overlay import behaviour

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PATCHES, cache_dir, run_python
+from helpers import PATCHES, cache_dir, run_python
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
