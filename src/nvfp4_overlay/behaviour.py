@@ -31,16 +31,14 @@ from . import fetch, wheels
 from .archive import WheelReader
 from .errors import ConfigError, OverlayError
 from .manifest import Target, load_upstream
+from .probes.cases import CANDIDATES
 
 TORCH = ("12.6", "12.8", "12.9", "13.0")
 TOOLKITS = ("12.8", "12.9", "13.0")
 GPUS = ((9, 0), (10, 0), (10, 3), (12, 0), (12, 1))
 TRACE_GPUS = ((12, 0), (10, 0))
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
-# The public entry points the trace ladder calls; the overlay's entries.py says which it routes.
-ROUTED_CANDIDATES = ("fp4_quantize", "nvfp4_quantize", "nvfp4_batched_quantize", "scaled_fp4_grouped_quantize",
-                     "silu_and_mul_scaled_nvfp4_experts_quantize", "nvfp4_kv_quantize", "mxfp8_quantize",
-                     "mxfp4_quantize")
+ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
 
 
 @dataclass(frozen=True)

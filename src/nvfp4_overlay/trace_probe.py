@@ -56,9 +56,9 @@ def routed_entries(flashinfer: Any) -> list[str]:
     try:
         from flashinfer._nvfp4_overlay.entries import ENTRIES
     except ImportError:
-        from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+        from nvfp4_overlay.probes.cases import CANDIDATES
 
-        return [name for name in ROUTED_CANDIDATES if hasattr(flashinfer, name)]
+        return [name for name in CANDIDATES if hasattr(flashinfer, name)]
     return [name for name in sorted(ENTRIES) if hasattr(flashinfer, name)]
 
 

@@ -204,3 +204,6 @@ _TABLES: dict[str, Callable[[set[str], Any], Iterator[tuple[str, Make]]]] = {
     "mxfp8_quantize": _mxfp8_quantize,
     "mxfp4_quantize": _mxfp4_quantize,
 }
+
+# The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.
+CANDIDATES: tuple[str, ...] = tuple(_TABLES)
