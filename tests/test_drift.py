@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import hashlib
@@ -265,6 +266,28 @@ def test_obsolete_comes_from_applied_upstream(layout: dict[str, Path]) -> None:
     assert p2.reason().startswith("Applied-Upstream: demo 2.0: drop the patch")
     _, before = drift_on(layout, "1.7")
     assert before.state is State.EXACT
+
+
+def quantize(name: str, decorator: str = "@flashinfer_api") -> str:
+    return (f"{decorator}\ndef {name}(\n    input,\n    global_scale=None,\n    sf_vec_size=16,\n):\n"
+            "    return _quantize(input, global_scale, sf_vec_size)\n")
+
+
+def test_drift_never_calls_a_route_onto_another_function_a_merge(tmp_path: Path) -> None:
+    """fp4_quantize and nvfp4_quantize share their parameters; upstream moved fp4_quantize out of the
+    file and rewrote the decorators: the route written for fp4_quantize has no place there."""
+    old = f"import torch\n\n\n{quantize('fp4_quantize')}\n\n{quantize('nvfp4_quantize')}"
+    routed = old.replace("@flashinfer_api\ndef fp4", "# nvfp4-overlay: one opaque op\n@route\n@flashinfer_api\ndef fp4")
+    new = f"import torch\nimport os\n\n\n{quantize('nvfp4_quantize', '@flashinfer_api(trace=t)')}"
+    body = "".join(difflib.unified_diff(old.splitlines(True), routed.splitlines(True), "a/q.py", "b/q.py", n=3))
+    (tmp_path / "0001-route.patch").write_text("Description: route\n\n" + body)
+    (tmp_path / "series").write_text("0001-route.patch\n")
+    (drift,) = drift_series(read_series(tmp_path), lambda p: new.encode() if p == "q.py" else None, ["q.py"],
+                            "demo", "2.0", lambda p: old.encode() if p == "q.py" else None)
+    (hunk,) = drift.hunks
+    assert (drift.state, hunk.state, hunk.placed) == (State.CONFLICT, State.CONFLICT, "none")
+    assert ("no three-way merge: the 2 lines the patch adds above fp4_quantize (at @flashinfer_api): upstream's "
+            "file has no fp4_quantize; at that place upstream has nvfp4_quantize") in hunk.note
 
 
 # --- the command -----------------------------------------------------------------------------------
@@ -548,6 +571,38 @@ def test_real_refresh_gives_the_committed_series(
     built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.*-*.whl"))
     with zipfile.ZipFile(built) as a, zipfile.ZipFile(committed) as b:
         assert a.read(member) == b.read(member)
+
+
+REAL_MERGES = [("0.6.7", "0.6.16"), ("0.6.7.post3", "0.7.4"), ("0.6.8.post1", "0.6.18.post1")]
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize(("old", "new"), REAL_MERGES, ids=[f"{a}-onto-{b}" for a, b in REAL_MERGES])
+def test_real_merges_give_the_committed_series_patched_files(old: str, new: str) -> None:
+    """The old series drifted onto a release upstream rewrote around the routed functions (0.6.16 gave
+    nvfp4_quantize a cute-dsl branch and reordered functions): every patched file the merge gives is,
+    byte for byte, the one the committed series gives (its own patches, less those the old one lacks),
+    and the hunks merge3 leaves as conflicts are placed by the functions' names."""
+    from nvfp4_overlay.archive import WheelReader
+    from nvfp4_overlay.matrix import ReleaseFiles
+    from nvfp4_overlay.releases import release_wheel
+
+    dist, source = "flashinfer-python", fetch.Source(cache_dir(), offline=True)
+    series = read_series(PATCHES / dist / old)
+    committed = read_series(PATCHES / dist / new)
+    committed = dataclasses.replace(committed, patches=tuple(
+        p for p in committed.patches if p.name in {q.name for q in series.patches}))
+    with (WheelReader(release_wheel(PATCHES, Target(dist, old), source).path) as origin,
+          WheelReader(release_wheel(PATCHES, Target(dist, new), source).path) as release):
+        base, files = ReleaseFiles(origin), ReleaseFiles(release)
+        drifts = drift_series(series, files.read, files.names, dist, new, base.read)
+        expected = apply_series(committed, files.read).files
+    ported = {image.patch.path: "".join(image.after or ()) for d in drifts for image in d.images}
+    assert sorted(ported) == sorted(expected)
+    for path, text in ported.items():
+        assert text.encode("utf-8", "surrogateescape") == expected[path], path
+    placed = {h.placed for d in drifts for h in d.hunks}
+    assert placed <= {"exact", "offset", "merge3", "by-name"} and "by-name" in placed, placed
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from . import conflicts
-from .merge import three_way
+from .merge import MERGE3, three_way
 from .patching import (
     FilePatch,
     Hunk,
@@ -81,6 +81,16 @@ class HunkDrift:
     moved_to: int | None = None  # conflict: nearest line where the expected line now is
     occurrences: int = 0  # conflict: how often the expected line occurs in the file
     note: str = ""
+    how: str = ""  # merges: merge.MERGE3 or merge.BY_NAME
+    moved_from: str | None = None  # merges: the file the hunk was written for, where upstream moved the code
+
+    @property
+    def placed(self) -> str:
+        """How the hunk lands: exact, offset (the build's applier), merge3 or by-name (the three-way merge,
+        or the functions' names), upstream (its post-image is there), fuzz (only with fuzz: refused), none."""
+        if self.state is State.MERGES:
+            return self.how or MERGE3
+        return _PLACED.get(self.state, "none")
 
     def describe(self) -> str:
         """One sentence a person can act on."""
@@ -90,7 +100,7 @@ class HunkDrift:
         if self.state is State.UPSTREAM:
             return f"{where} is already upstream: its post-image is at line {self.line}"
         if self.state is State.MERGES:
-            return f"{where} ports by three-way merge ({self.note}); 'nvfp4-overlay refresh' writes it"
+            return f"{where} ports by three-way merge, {self.placed} ({self.note}); 'nvfp4-overlay refresh' writes it"
         if self.state is State.MISSING_FILE:
             return f"{where}: {self.path} is not in the wheel{'; ' + self.note if self.note else ''}"
         if self.state in (State.FUZZY, State.CONFLICT) and self.mismatch:
@@ -108,6 +118,9 @@ class HunkDrift:
                 text += "; it is nowhere else with its neighbours from the hunk"
             return text + (f"; {self.note}" if self.note else "")
         return f"{where} {self.state.value}{'; ' + self.note if self.note else ''}"
+
+
+_PLACED = {State.EXACT: "exact", State.OFFSET: "offset", State.UPSTREAM: "upstream", State.FUZZY: "fuzz"}
 
 
 def _differs(m: Mismatch) -> str:
@@ -242,7 +255,8 @@ def _merged(
     if merged.lines is not None:
         note = "upstream changed only lines the patch leaves alone"
         return list(merged.lines), [
-            replace(h, state=State.MERGES, note=note) if h.state in (State.FUZZY, State.CONFLICT) else h
+            replace(h, state=State.MERGES, note=note, how=merged.how) if h.state in (State.FUZZY, State.CONFLICT)
+            else h
             for h in found
         ]
     out = list(found)
@@ -272,13 +286,13 @@ def _moved(
             continue
         merged = three_way(old, new, theirs)
         if merged.lines is not None and list(merged.lines) != theirs:
-            merges.append((other, theirs, list(merged.lines)))
+            merges.append((other, theirs, list(merged.lines), merged.how))
     if len(merges) != 1:
         return None
-    other, theirs, after = merges[0]
+    other, theirs, after, how = merges[0]
     note = f"upstream moved the code to {other}; the three-way merge ports the change there"
     return (FilePatch(other, other, fp.hunks), theirs, after,
-            [replace(h, path=other, state=State.MERGES, note=note) for h in found])
+            [replace(h, path=other, state=State.MERGES, note=note, how=how, moved_from=fp.path) for h in found])
 
 
 def patch_state(hunks: Sequence[HunkDrift]) -> State:
