@@ -333,6 +333,52 @@ def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> N
     assert code == 0  # what refresh ports unattended needs no person
 
 
+def test_drift_says_how_each_hunk_is_placed_in_json_text_and_markdown(layout: dict[str, Path], tmp_path: Path) -> None:
+    code, out, err, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--json", *cli_args(layout))
+    assert code == 0, err
+    cells = {c["release"]: c["patches"][0]["hunks"] for c in json.loads(out)["cells"]}
+    assert {v: [(h["placed"], h["moved_from"]) for h in hunks] for v, hunks in cells.items()} == {
+        "1.1": [("offset", None), ("offset", None)],
+        "1.2": [("merge3", None), ("exact", None)],
+        "1.6": [("merge3", "demo/mod.py"), ("merge3", "demo/mod.py")],
+    }
+    md = tmp_path / "drift.md"
+    code, out, _, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--markdown", str(md), *cli_args(layout))
+    runs = ["demo/mod.py hunk 1: offset 1.1, merge3 1.2, merge3 into demo/sub/mod.py 1.6",
+            "demo/mod.py hunk 2: offset 1.1, exact 1.2, merge3 into demo/sub/mod.py 1.6"]
+    lines = out.splitlines()
+    at = lines.index("1.0  0001-two-hunks.patch", lines.index(next(x for x in lines if x.startswith("how each hunk"))))
+    assert lines[at + 1 : at + 3] == [f"  {r}" for r in runs]
+    text = md.read_text()
+    assert "<details><summary>How each hunk is placed</summary>" in text
+    assert all(f"- {r}\n" in text for r in runs)
+
+
+def test_a_series_against_a_release_that_carries_its_own_is_news_not_a_failure(layout: dict[str, Path]) -> None:
+    """1.3 gets a series of its own: 1.0's conflict there is news (1.3's series ships there); on 1.9,
+    which has none, the same conflict fails the run."""
+    wheel = layout["wheelhouse"] / "demo-1.3-py3-none-any.whl"
+    own = layout["patches"] / "demo" / "1.3"
+    own.mkdir()
+    (own / "series").write_text("# nothing to patch here\n")
+    (own / "upstream.toml").write_text(
+        f'revision = 1\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}"\n')
+    code, out, err, _ = run("drift", "--against", "pinned", "1.3", "--json", *cli_args(layout))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["cells_needing_a_person"], doc["news"]) == (1, 1)
+    assert [(c["series"], c["release"], c["news"]) for c in doc["cells"] if c["state"] == "conflict"] == [
+        ("1.0", "1.3", True)]
+    code, out, _, _ = run("drift", "--against", "pinned", "1.3", *cli_args(layout))
+    assert code == 0
+    assert out.splitlines()[-1].startswith("no failure: every series applies to its own release")
+    assert out.splitlines()[-1].endswith(
+        "news, not a failure: 1 of 3 (series, release) cells need a person on releases that carry their own series")
+    code, out, _, _ = run("drift", "--against", "1.3", "1.9", *cli_args(layout))
+    assert code == 1
+    assert "cells: 1 of 4 (series, release) need a person; news, not a failure: 1 of 4" in out
+
+
 @pytest.mark.parametrize(
     ("against", "match"),
     [

@@ -35,6 +35,12 @@ class Cell:
     def needs_person(self) -> bool:
         return any(p.state.needs_person for p in self.patches)
 
+    @property
+    def news(self) -> bool:
+        """Needs a person, on another release that carries its own series: news, not a failure (that
+        release's own series is what ships for it; `--against pinned` holds it to its wheels)."""
+        return self.needs_person and self.release.pinned and self.release.target != self.series
+
 
 @dataclass
 class Matrix:
@@ -44,8 +50,9 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        """0 when every series applies, or ports by three-way merge, everywhere it was asked about."""
-        return 0 if not any(c.needs_person for c in self.cells) and not self.skipped else 1
+        """0 when every series applies, or ports by three-way merge, to its own release and to every
+        release asked about that has no series of its own; 1 otherwise, or when a release was skipped."""
+        return 0 if not any(c.needs_person and not c.news for c in self.cells) and not self.skipped else 1
 
 
 def plan_releases(
