@@ -39,8 +39,10 @@ lint: $(VENV)/.lint-ready
 test-releases: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py tests/test_cuda_audit.py $(ARGS)
 
+# Every series on its own wheels (a failure) and on every newer release: where that release carries
+# its own series, a series that needs a person there is news, not a failure (as the drift workflow).
 drift: $(VENV)/.ready
-	$(PY) build_wheels.py drift --against all $(ARGS)
+	$(PY) build_wheels.py drift --against pinned all $(ARGS)
 
 # The applier against GNU patch and the archive round trip, FUZZ_EXAMPLES cases per property
 # (`make test` runs 200); minutes, not in CI. Needs GNU patch on PATH.
