@@ -15,7 +15,7 @@ from .archive import WheelReader
 from .drift import PatchDrift, drift_series
 from .errors import ConfigError, FetchError
 from .manifest import Target
-from .patching import Series, read_series
+from .series import Series, read_series
 from .releases import ReleaseWheel
 
 

@@ -15,7 +15,8 @@ from enum import Enum
 
 from . import conflicts
 from .merge import MERGE3, three_way
-from .patching import FilePatch, Hunk, Mismatch, Placement, apply_hunks, first_mismatch, locate
+from .patching import Mismatch, Placement, apply_hunks, first_mismatch, locate
+from .series import FilePatch, Hunk
 
 FUZZ_LIMIT = 2  # GNU patch's default; more than that ignores most of a 3-line context
 

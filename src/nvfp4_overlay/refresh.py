@@ -24,7 +24,8 @@ from .drift import BROKEN, PatchDrift, State, drift_series
 from .errors import ConfigError, PatchError, Refused
 from .manifest import Target, UpstreamWheel, load_upstream
 from .matrix import Cell, Matrix, ReleaseFiles
-from .patching import Series, apply_series, decode, read_series, split_lines
+from .patching import apply_series
+from .series import Series, decode, read_series, split_lines
 from .releases import ReleaseWheel
 
 _DIFF_START = re.compile(r"^(diff --git |--- |\+\+\+ |Index: |---$)")
