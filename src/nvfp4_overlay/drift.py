@@ -15,8 +15,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from .patching import Placement, apply_hunks
-from .series import FilePatch, Patch, Series, decode, split_lines
 from .placement import BROKEN, HunkDrift, Read, State, drift_file, merge_file, moved_elsewhere
+from .series import FilePatch, Patch, Series, decode, split_lines
 
 __all__ = ["BROKEN", "FileImage", "HunkDrift", "PatchDrift", "State", "applied_upstream_release", "drift_series"]
 

@@ -15,8 +15,8 @@ from .archive import WheelReader
 from .drift import PatchDrift, drift_series
 from .errors import ConfigError, FetchError
 from .manifest import Target
-from .series import Series, read_series
 from .releases import ReleaseWheel
+from .series import Series, read_series
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,8 @@ from .errors import ConfigError, PatchError, Refused
 from .manifest import Target, UpstreamWheel, load_upstream
 from .matrix import Cell, Matrix, ReleaseFiles
 from .patching import apply_series
-from .series import Series, decode, read_series, split_lines
 from .releases import ReleaseWheel
+from .series import Series, decode, read_series, split_lines
 
 _DIFF_START = re.compile(r"^(diff --git |--- |\+\+\+ |Index: |---$)")
 _LAST_UPDATE = re.compile(r"^Last-Update:.*$", re.MULTILINE)
