@@ -449,6 +449,7 @@ def test_refresh_ports_by_three_way_merge_and_regenerates_exact_hunks(layout: di
     """1.2 changed a context line: the hunk applies only with fuzz, merge3 carries it over unattended."""
     code, out, err, _ = run("refresh", "demo", "1.0", "1.2", *cli_args(layout))
     assert code == 0, err
+    assert "1.0  0001-two-hunks.patch\n  demo/mod.py hunk 1: merge3 1.2\n  demo/mod.py hunk 2: exact 1.2\n" in err
     series = read_series(layout["patches"] / "demo" / "1.2")
     hunk = series.patches[0].files[0].hunks[0]
     assert [line for line in hunk.before] == ["LINE 07\n", "line 08\n", "line 09\n", "line 10\n",
@@ -520,6 +521,52 @@ def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
     code, _, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
     assert code == 2
     assert "already exists" in err
+
+
+def test_refresh_to_a_release_the_index_does_not_have_names_the_carried_neighbours(
+    layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip's own words ('No matching distribution found') are not the message: the release is not there."""
+    from nvfp4_overlay import pip
+
+    tail = "ERROR: No matching distribution found for demo==9.9.9"
+    monkeypatch.setattr(pip, "download", lambda *a, **k: pip.Ran(1, "", tail))
+    monkeypatch.setattr(pip, "index_versions", lambda dist: (["1.2", "1.1", "1.0"], pip.Ran(0, "", "")))
+    args = [a for a in cli_args(layout) if a not in ("--offline", "--wheelhouse", str(layout["wheelhouse"]))]
+    code, out, err, _ = run("refresh", "demo", "1.0", "9.9.9", "--json", *args)
+    assert code == 2, err
+    error = json.loads(out)["error"]
+    assert error["message"] == (f"demo==9.9.9: the index has no such release (pip: {tail}); its newest is 1.2; "
+                                "the nearest carried: 1.0")
+    assert (error["item"], error["found"]) == ("demo==9.9.9", "9.9.9")
+    assert not (layout["patches"] / "demo" / "9.9.9").exists()
+
+
+def test_refresh_offline_to_a_release_not_in_the_cache_says_how_to_fill_it(layout: dict[str, Path]) -> None:
+    code, _, err, _ = run("refresh", "demo", "1.0", "9.9.9", *cli_args(layout))
+    assert code == 2
+    cache = layout["cache"] / "wheels"
+    assert (f"demo==9.9.9: no wheel in the wheelhouse or in the cache {cache} (--offline: no pip); fill the cache "
+            f"with 'pip download --no-deps --only-binary=:all: --dest {cache} demo==9.9.9', or drop --offline; "
+            "the nearest carried: 1.0") in err
+
+
+def test_a_wheel_whose_name_and_metadata_disagree_is_an_integrity_refusal(layout: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """demo 1.1's wheel under the name of 1.12: refresh refuses it as integrity (3), not as a port
+    that does not behave (1), and drift never calls it exact."""
+    made = write_wheel(tmp_path, "demo", "1.1", RELEASES["1.1"][0])
+    shutil.copy(made, layout["wheelhouse"] / "demo-1.12-py3-none-any.whl")
+    code, out, err, _ = run("refresh", "demo", "1.0", "1.12", "--json", *cli_args(layout))
+    assert code == 3, err
+    error = json.loads(out)["error"]
+    assert error["kind"] == "IntegrityError"
+    assert "integrity: not a consistent wheel of demo==1.12, nothing was read from it" in error["message"]
+    assert "does not behave" not in error["message"]
+    assert not (layout["patches"] / "demo" / "1.12").exists()
+    code, out, err, _ = run("drift", "--against", "1.12", *cli_args(layout))
+    assert code == 3 and "exact" not in out
+    assert "integrity: not a consistent wheel of demo==1.12" in err
 
 
 # --- the real releases -----------------------------------------------------------------------------

@@ -82,12 +82,14 @@ def plan_releases(
                 f"--against {token}: say which distribution: --dist NAME, or DIST==VERSION "
                 f"(series exist for {', '.join(dists) or 'nothing: is --patches-dir right?'})"
             )
-            raise ConfigError(msg)
+            raise ConfigError(msg, item=f"--against {token}", expected=f"DIST==VERSION, DIST one of {', '.join(dists)}",
+                              found=token, fix="name the distribution: --dist NAME, or DIST==VERSION")
         try:
             version = str(Version(version))
         except InvalidVersion as exc:
             msg = f"--against {token}: {version!r} is not a PEP 440 version, nor pinned, latest or all"
-            raise ConfigError(msg) from exc
+            raise ConfigError(msg, item=f"--against {token}", expected="pinned, latest, all or a PEP 440 version",
+                              found=version, fix="name a release as the index does, e.g. 0.7.4") from exc
         for target in series:
             if target.dist == dist:
                 wanted[target].add(version)
@@ -165,4 +167,6 @@ def _open_release(
         return None
     trust = "pinned in upstream.toml" if wheel.pinned else "unpinned: as the index served it"
     log(f"{release}: {wheel.filename} sha256 {wheel.sha256} ({trust})")
-    return wheel, ReleaseFiles(stack.enter_context(WheelReader(wheel.path)))
+    reader = stack.enter_context(WheelReader(wheel.path))
+    releases.check_wheel(wheel, reader)  # a wheel that is not the release it says is refused, never "exact"
+    return wheel, ReleaseFiles(reader)
