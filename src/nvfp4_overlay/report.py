@@ -226,8 +226,8 @@ def markdown(matrix: Matrix) -> str:
     placed = placement_lines(matrix)
     if placed:
         lines += ["<details><summary>How each hunk is placed</summary>", "", f"_{placed[0].rstrip(':')}._", ""]
-        lines += [f"- {_md_escape(line.strip())}" if line.startswith("  ") else f"\n**{_md_escape(line)}**\n"
-                  for line in placed[1:-1]]
+        for line in placed[1:-1]:
+            lines += [f"- {_md_escape(line.strip())}"] if line.startswith("  ") else ["", f"**{_md_escape(line)}**", ""]
         lines += ["", "</details>", ""]
     wheels = _wheels(matrix)
     lines += [
