@@ -223,12 +223,7 @@ def markdown(matrix: Matrix) -> str:
                     f"{_md_escape(patch.reason())}"
                 )
         lines.append("")
-    placed = placement_lines(matrix)
-    if placed:
-        lines += ["<details><summary>How each hunk is placed</summary>", "", f"_{placed[0].rstrip(':')}._", ""]
-        for line in placed[1:-1]:
-            lines += [f"- {_md_escape(line.strip())}"] if line.startswith("  ") else ["", f"**{_md_escape(line)}**", ""]
-        lines += ["", "</details>", ""]
+    lines += _placement_markdown(matrix)
     wheels = _wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",
@@ -244,6 +239,16 @@ def markdown(matrix: Matrix) -> str:
     lines += [f"- skipped {t}: {_md_escape(why.splitlines()[0])}" for t, why in matrix.skipped.items()]
     lines += ["", f"**{_verdict(matrix)}**", ""]
     return "\n".join(lines)
+
+
+def _placement_markdown(matrix: Matrix) -> list[str]:
+    placed = placement_lines(matrix)
+    if not placed:
+        return []
+    lines = ["<details><summary>How each hunk is placed</summary>", "", f"_{placed[0].rstrip(':')}._", ""]
+    for line in placed[1:-1]:
+        lines += [f"- {_md_escape(line.strip())}"] if line.startswith("  ") else ["", f"**{_md_escape(line)}**", ""]
+    return [*lines, "", "</details>", ""]
 
 
 def _md_cell(patch: PatchDrift | None) -> str:
