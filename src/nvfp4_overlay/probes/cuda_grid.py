@@ -64,7 +64,7 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
     cold = _cold(cpp_ext)
     if cold is not None:
         return {"import_error": f"a CUDA version was looked up at import ({cold}); the grid needs it cold"}
-    if tree.get("empty_table"):  # the control: no call site asks nvcc's question (turn 1's patch)
+    if tree.get("empty_table"):  # the control: no call site asks nvcc's question (every answer torch's)
         from flashinfer._nvfp4_overlay import nvcc_facing
 
         nvcc_facing.NVCC_FACING.clear()
