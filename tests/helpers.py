@@ -86,3 +86,8 @@ def cli_args(layout: dict[str, Path], *extra: str) -> list[str]:
     return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"]),
             "--dist-dir", str(layout["dist"]), "--cache-dir", str(layout["cache"]),
             "--wheelhouse", str(layout["wheelhouse"]), "--offline", *extra]
+
+
+def data_args(layout: dict[str, Path]) -> list[str]:
+    """The options of a command that reads only the project's data (verify): --patches-dir, --overlay-dir."""
+    return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"])]

@@ -13,7 +13,7 @@ from packaging.utils import parse_wheel_filename
 
 from . import pip, progress
 from .archive import WheelReader
-from .errors import ConfigError, FetchError, HashMismatchError
+from .errors import ConfigError, FetchError, HashMismatchError, NotInCache
 from .manifest import Upstream, UpstreamWheel
 
 
@@ -81,9 +81,12 @@ def open_upstream(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> W
         return _open_checked(cached, wheel, remove=True)
     if source.offline or source.wheelhouse is not None:  # docs/design.md: a wheelhouse means no network
         where = f"in {source.wheelhouse} or " if source.wheelhouse else "in "
-        why = "--offline forbids pip" if source.offline else "--wheelhouse means no network; put it there"
-        msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
-        raise FetchError(msg)
+        why = "--offline forbids pip" if source.offline else "--wheelhouse means no network"
+        fill = f"nvfp4-overlay build {upstream.target}"
+        msg = (f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}; fill the cache "
+               f"with '{fill}' once with network access (pip downloads it there), or put the file in a --wheelhouse")
+        raise NotInCache(msg, path=source.wheels_dir, item=wheel.filename, expected="the pinned wheel",
+                         found="missing", fix=fill)
     return _download(upstream, wheel, source)
 
 
