@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
 import sys
@@ -69,8 +70,7 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any]) -> 
         return Exit.OK
     for number, step in enumerate(steps, start=1):
         ctx.log(f"[{number}/{len(steps)}] {step.shell}")
-        # Their output goes to stderr with the logs, so that --json keeps stdout to one document.
-        done = subprocess.run(step.argv, check=False, stdout=sys.stderr, stderr=sys.stderr)
+        done = _run(step.argv)
         if done.returncode != 0:
             msg = (f"step {number} of {len(steps)} ({step.shell}) exited {done.returncode}; the steps after it did "
                    f"not run. Its own message is above; fix what it names and run the command again")
@@ -78,6 +78,18 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any]) -> 
                              fix="fix what the command's message names, then run it again")
     ctx.emit({**document, "ran": True}, f"done: {len(steps)} steps")
     return Exit.OK
+
+
+def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """The step's output goes to stderr with the logs (so --json keeps stdout to one document), as it comes."""
+    sys.stderr.flush()
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):  # stderr is no file (captured): relay it after
+        done = subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(done.stdout, file=sys.stderr, end="")
+        return done
+    return subprocess.run(argv, check=False, stdout=sys.stderr, stderr=sys.stderr, text=True)
 
 
 def cmd_index(ctx: Context) -> int:
