@@ -1,4 +1,4 @@
-"""The commands that make and inspect wheels: build, verify, list."""
+"""The commands that make and check wheels: build, verify."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 from .. import wheels
 from ..errors import Exit
 from ..install import Tool, install_steps
-from ..manifest import Stack, all_targets, load_stacks, load_upstream, resolve_targets
-from ..patching import read_series
+from ..manifest import Stack, load_stacks, load_upstream, resolve_targets
 from ..verify import verify_wheel
 from .context import Context
 
@@ -68,32 +67,3 @@ def cmd_verify(ctx: Context) -> int:
     document = {"wheels": [{"wheel": str(v.wheel), "ok": v.ok, "problems": v.problems, "notes": v.notes} for v in verdicts]}
     ctx.emit(document, "\n".join(lines))
     return Exit.OK if all(v.ok for v in verdicts) else Exit.INTEGRITY
-
-
-def cmd_list(ctx: Context) -> int:
-    stacks = load_stacks(ctx.patches_dir)
-    series: list[dict[str, Any]] = []
-    for target in all_targets(ctx.patches_dir):
-        upstream = load_upstream(ctx.patches_dir, target)
-        patches = read_series(upstream.directory).patches
-        stem = upstream.wheels[0].filename.split("-", 1)[0]
-        built = sorted(p.name for p in ctx.dist_dir.glob(f"{stem}-{upstream.local_version}-*.whl"))
-        series.append({"target": str(target), "revision": upstream.revision, "local_version": upstream.local_version,
-                       "patches": [p.name for p in patches], "wheels": len(upstream.wheels), "built": built})
-    document = {
-        "default": stacks.default,
-        "stacks": {s.name: [str(t) for t in s.targets] for s in stacks.ordered()},
-        "upstream": {s.name: [str(t) for t in s.upstream] for s in stacks.ordered() if s.upstream},
-        "series": series,
-    }
-    lines = ["stacks:"] + [
-        f"  {s.name}{' (default)' if s.name == stacks.default else ''}: "
-        + ", ".join([*map(str, s.targets), *(f"{t} (upstream, unpatched)" for t in s.upstream)])
-        for s in stacks.ordered()
-    ]
-    lines.append("series:")
-    for s in series:
-        state = f"built: {', '.join(s['built'])}" if s["built"] else "not built"
-        lines.append(f"  {s['target']} revision {s['revision']}, {len(s['patches'])} patches, {s['wheels']} wheels; {state}")
-    ctx.emit(document, "\n".join(lines))
-    return 0

@@ -41,7 +41,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "It prints the commands that install what it built."),
     "verify": ("build", "check built wheels: every RECORD hash, and the provenance against the series it names",
                "  nvfp4-overlay verify dist/*.whl"),
-    "list": ("build", "the stacks (sorted by release), the series and their revisions, and which are built",
+    "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
     "install": ("serve", "the commands that install a stack into a serving environment: its upstream "
                 "dependencies from your index, then the patched wheels (printed, or run with --run)",
