@@ -66,7 +66,8 @@ class WheelReader:
             self._file: BinaryIO = path.open("rb")
         except OSError as exc:
             msg = f"{path}: cannot be read ({exc.strerror}); check the path"
-            raise ConfigError(msg) from exc
+            raise ConfigError(msg, path=path, expected="a readable file", found=exc.strerror,
+                              fix="check the path and its permissions") from exc
         try:
             # One read-only map of the open file: the digest, the header checks and the raw copies
             # all slice it, where seek+read cost two system calls per member (29,000 for 0.7.4).
@@ -74,7 +75,8 @@ class WheelReader:
         except (OSError, ValueError) as exc:  # an empty file cannot be mapped
             self._file.close()
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
-            raise UnsafeArchiveError(msg) from exc
+            raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
+                                     fix="delete it and download it again") from exc
         try:
             if sha256 is not None:
                 _check_sha256(path, self._map, sha256)
@@ -86,7 +88,8 @@ class WheelReader:
             if isinstance(exc, UnsafeArchiveError):
                 raise
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
-            raise UnsafeArchiveError(msg) from exc
+            raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
+                                     fix="delete it and download it again") from exc
         except BaseException:
             self._release()
             raise
@@ -117,12 +120,14 @@ class WheelReader:
         info = self.infos.get(name)
         if info is None:
             msg = f"{self.path}: has no member {name}; the wheel is malformed (delete it and download it again)"
-            raise UnsafeArchiveError(msg)
+            raise UnsafeArchiveError(msg, path=self.path, item=name, found="missing",
+                                     fix="delete it and download it again")
         try:
             return self._zip.read(info)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
             msg = f"{self.path}: member {name} is corrupt ({exc}); delete the file and download it again"
-            raise UnsafeArchiveError(msg) from exc
+            raise UnsafeArchiveError(msg, path=self.path, item=name, found=str(exc),
+                                     fix="delete the file and download it again") from exc
 
     def raw_chunks(self, info: zipfile.ZipInfo) -> Iterator[memoryview]:
         """The member's compressed bytes as stored, in slices of the map (never copied whole).
@@ -151,11 +156,13 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
         msg = f"{path}: unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
-        raise UnsafeArchiveError(msg)
+        raise UnsafeArchiveError(msg, path=path, expected="safe member names", found="; ".join(problems[:20]),
+                                 fix=UNTRUSTED)
     total = sum(i.file_size for i in zf.infolist())
     if total > MAX_TOTAL_SIZE:
         msg = f"{path}: members declare {total} bytes in all, above the {MAX_TOTAL_SIZE} limit (a zip bomb?); {UNTRUSTED}"
-        raise UnsafeArchiveError(msg)
+        raise UnsafeArchiveError(msg, path=path, expected=f"at most {MAX_TOTAL_SIZE} bytes", found=f"{total} bytes",
+                                 fix=UNTRUSTED)
     return iter(i for i in zf.infolist() if not i.is_dir())
 
 
@@ -203,7 +210,8 @@ def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[s
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
         msg = f"{path}: corrupt or unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
-        raise UnsafeArchiveError(msg)
+        raise UnsafeArchiveError(msg, path=path, expected="members that do not overlap", found="; ".join(problems[:20]),
+                                 fix=UNTRUSTED)
     return starts
 
 
@@ -295,7 +303,8 @@ def _lay_out(sink: _Sink, reader: WheelReader, entries: Iterable[Entry], date_ti
         )
         if start > 0xFFFFFFFF or csize > 0xFFFFFFFF or len(central) > 0xFFFF:
             msg = f"{reader.path}: the patched wheel would need zip64 (over 4 GiB or 65,535 members)"
-            raise UnsafeArchiveError(msg)
+            raise UnsafeArchiveError(msg, path=reader.path, expected="under 4 GiB and 65,535 members",
+                                     found="larger", fix="report it: zip64 output is not written")
     directory = b"".join(central)
     put(directory + _END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), sink.offset, 0))
     return sink.finish()

@@ -53,7 +53,9 @@ def select_wheels(upstream: Upstream, source: Source) -> list[UpstreamWheel]:
             f"{upstream.directory / 'upstream.toml'}: no wheel of {upstream.target} fits this interpreter "
             f"and platform (pinned: {names}); pass --all-platforms or --python-version/--platform"
         )
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=upstream.directory / "upstream.toml", item=str(upstream.target),
+                          expected="a wheel for this interpreter", found=names,
+                          fix="pass --all-platforms or --python-version/--platform")
     return [best[1]]
 
 
@@ -131,7 +133,8 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Wheel
                 f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
                 f"Check pip's index configuration, or pass --wheelhouse DIR holding the file"
             )
-            raise FetchError(msg)
+            raise FetchError(msg, item=wheel.filename, found=f"pip exit {ran.returncode}: {ran.tail}",
+                             fix="check pip's index configuration, or pass --wheelhouse DIR holding the file")
         reader = _open_checked(got, wheel, remove=True, origin="download")
         cached = source.wheels_dir / wheel.filename
         os.replace(got, cached)  # the open handle follows the file

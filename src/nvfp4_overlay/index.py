@@ -84,7 +84,9 @@ def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     if changed:
         msg = (f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
                + "\nRebuild them ('make wheels') or find out who changed them")
-        raise IntegrityError(msg)
+        raise IntegrityError(msg, path=dist_dir, item=", ".join(w.split(":")[0] for w in changed),
+                             expected="the digests in SHA256SUMS", found="other digests",
+                             fix="rebuild them ('make wheels') or find out who changed them")
 
 
 def _indexed(path: Path) -> IndexedWheel:
@@ -92,7 +94,8 @@ def _indexed(path: Path) -> IndexedWheel:
         name, version, _, _ = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         msg = f"{path}: not a wheel filename ({exc}); move it out of the dist dir"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, expected="a PEP 427 wheel filename", found=str(exc),
+                          fix="move it out of the dist dir") from exc
     with WheelReader(path) as reader:
         info = find_dist_info(path.name, reader.names, reader.read)
         metadata = reader.read(f"{info.dist_info}/METADATA")
