@@ -65,7 +65,8 @@ def find_dist_info(filename: str, names: Iterable[str], metadata: Callable[[str]
     except (InvalidWheelFilename, InvalidVersion) as exc:
         msg = f"{where}: not a wheel filename ({exc}); {UNTRUSTED}"
         raise UnsafeArchiveError(msg, path=where, expected="a PEP 427 wheel filename", found=str(exc), fix=UNTRUSTED) from exc
-    nested = sorted({n for n in names if any(p.endswith(".dist-info") for p in n.split("/")[1:-1])})
+    # A .dist-info directory below the root; only a name holding ".dist-info/" can have one (a cheap test first).
+    nested = sorted({n for n in names if ".dist-info/" in n and any(p.endswith(".dist-info") for p in n.split("/")[1:-1])})
     if nested:
         msg = f"{where}: .dist-info directory outside the wheel root: {', '.join(nested[:5])}; {UNTRUSTED}"
         raise UnsafeArchiveError(msg, path=where, expected="the .dist-info at the root", found=", ".join(nested[:5]),
