@@ -142,6 +142,15 @@ def test_an_empty_dist_dir_is_a_configuration_error(project: Layout, capsys: pyt
     assert re.search(r"holds no wheels to index; build them first", capsys.readouterr().err)
 
 
+def test_versions_are_listed_by_version_not_by_string(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    for version in ("0.6.10", "0.6.2", "0.6.2.post1"):
+        write_wheel(built["dist"], "flashinfer-python", f"{version}+nvfp4.1", {"flashinfer/__init__.py": ""})
+    assert cli.main(["index", *index_args(built)]) == 0
+    assert "  flashinfer-python: 0.6.2+nvfp4.1, 0.6.2.post1+nvfp4.1, 0.6.10+nvfp4.1\n" in capsys.readouterr().out
+    page = (built["dist"] / "simple" / "flashinfer-python" / "index.html").read_text()
+    assert page.index("0.6.2%2B") < page.index("0.6.2.post1%2B") < page.index("0.6.10%2B")
+
+
 def test_index_prints_the_install_line_of_each_stack_it_holds(built: dict[str, Path],
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     url = "https://wheels.example/simple"

@@ -59,7 +59,7 @@ class IndexedWheel:
 
 
 def collect(dist_dir: Path) -> list[IndexedWheel]:
-    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and name."""
+    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and version."""
     if not dist_dir.is_dir():
         msg = f"{dist_dir}: no such directory; build wheels first ('make wheels'), or pass --dist-dir"
         raise ConfigError(msg, path=dist_dir, item="--dist-dir", expected="a directory of wheels", found="missing",
@@ -73,7 +73,7 @@ def collect(dist_dir: Path) -> list[IndexedWheel]:
         msg = f"{dist_dir}: holds no wheels to index; build them first ('make wheels')"
         raise ConfigError(msg, path=dist_dir, expected="wheels", found="none", fix="nvfp4-overlay build")
     _check_sums(dist_dir, wheels)
-    return sorted(wheels, key=lambda w: (w.project, w.filename))
+    return sorted(wheels, key=lambda w: (w.project, Version(w.version), w.filename))  # 0.6.2 before 0.6.10
 
 
 def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
