@@ -113,10 +113,11 @@ def _carried_over(
     record: Mapping[str, RecordRow], filename: str,
 ) -> tuple[list[Entry], list[RecordRow]]:
     rewritten = {f"{old.dist_info}/{n}" for n in ("RECORD", "METADATA", PROVENANCE)}
+    signatures = f"{old.dist_info}/RECORD."
     copied: list[Entry] = []
     rows: list[RecordRow] = []
     for name, info in reader.infos.items():
-        if name in changed or name in rewritten or name.startswith(f"{old.dist_info}/RECORD."):
+        if name in changed or name in rewritten or name.startswith(signatures):
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
         row = record.get(name)
         if row is None or not row.hash:
