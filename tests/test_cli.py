@@ -181,10 +181,12 @@ def test_a_distribution_name_that_is_not_carried_suggests_the_one_meant() -> Non
 def test_an_unknown_stack_lists_the_stacks_by_release() -> None:
     code, _, err = run("build", "--stack", "sglang-9", "--patches-dir", str(PATCHES), "--offline")
     assert code == 2
-    known = err.split("known stacks: ")[1].split(" (or 'all')")[0].split(", ")
+    known = err.split("known stacks: ")[1].split(" (or 'all')")[0].split(", ")  # build also takes all
     sglang = [s for s in known if s.startswith("sglang-")]
     assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
     assert sglang[-1] == "sglang-0.5.23"
+    code, _, err = run("install", "--stack", "all", "--patches-dir", str(PATCHES))
+    assert code == 2 and "(or 'all')" not in err  # install takes one stack
 
 
 def test_a_sample_of_errors_carries_its_data_under_json(layout: dict[str, Path], tmp_path: Path) -> None:

@@ -75,14 +75,15 @@ class Stacks:
     default: str
     stacks: tuple[Stack, ...]
 
-    def get(self, name: str, path: Path) -> Stack:
+    def get(self, name: str, path: Path, *, or_all: bool = False) -> Stack:
+        """The stack of that name; or_all: the caller also takes 'all' (build), and the error says so."""
         for stack in self.stacks:
             if stack.name == name:
                 return stack
         known = [s.name for s in self.ordered()]
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        msg = f"{path}: no stack named {name!r}; {hint}known stacks: {', '.join(known)} (or 'all')"
+        msg = f"{path}: no stack named {name!r}; {hint}known stacks: {', '.join(known)}" + (" (or 'all')" if or_all else "")
         raise ConfigError(msg, path=path, item=name, expected="a stack from 'nvfp4-overlay list'", found=name,
                           fix=close[0] if close else "one of: " + ", ".join(known))
 
@@ -235,7 +236,7 @@ def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str],
         return targets
     if stack == "all":
         return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, Version(t.version)))
-    return list(stacks.get(stack or stacks.default, where).targets)
+    return list(stacks.get(stack or stacks.default, where, or_all=True).targets)
 
 
 def nearest(version: str, carried: Sequence[str], count: int = 3) -> list[str]:
