@@ -122,6 +122,24 @@ def bench_build_vs_checked_copy(work: Path, repeat: int) -> list[Row]:
                 fmt_s(times["floor"]), f"{ratio:.2f}x", "<= 1.5x", "yes" if ratio <= 1.5 else f"no, {ratio / 1.5:.2f}x over")]
 
 
+def bench_build_process_vs_checked_copy(work: Path, repeat: int) -> list[Row]:
+    """`nvfp4-overlay build` as a user runs it, a whole process (interpreter, imports, the build, SHA256SUMS),
+    against `sha256sum W && cp W` in a shell, alternated, medians of `repeat` pairs."""
+    src = upstream_path(BIG)
+    dist = work / "process-dist"
+
+    def build() -> tuple[float, float]:
+        shutil.rmtree(dist, ignore_errors=True)
+        return run_timed(build_command(dist, str(BIG)))
+
+    floor = ["sh", "-c", f"sha256sum '{src}' > /dev/null && cp '{src}' '{work / 'floor.whl'}'"]
+    times = side_by_side(repeat, build=build, floor=lambda: run_timed(floor))
+    ratio = times["build"].wall / times["floor"].wall
+    return [Row(f"`nvfp4-overlay build {BIG}`, the whole process, vs `sha256sum && cp` of its wheel",
+                fmt_s(times["build"]), fmt_s(times["floor"]), f"{ratio:.2f}x", "<= 1.5x",
+                "yes" if ratio <= 1.5 else f"no, {ratio / 1.5:.2f}x over")]
+
+
 # --- 1. one big target against cp, and against wheel unpack + wheel pack --------------------------
 
 
@@ -417,18 +435,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds per pair (default 5)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the machine line and the table here")
     parser.add_argument("--lookup-version", default="0.6.8.post1", help="flashinfer-python for the lookup rows")
+    parser.add_argument("--only", metavar="NAME", action="append", help="only this figure (repeatable), by its name")
     args = parser.parse_args(argv)
     about = machine()
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="nvfp4-bench-") as tmp:
         work = Path(tmp)
         for name, bench in [("build vs sha256sum && cp", lambda: bench_build_vs_checked_copy(work, args.repeat)),
+                            ("build process vs sha256sum && cp",
+                             lambda: bench_build_process_vs_checked_copy(work, args.repeat)),
                             ("build vs cp", lambda: bench_build_vs_copy(work, args.repeat)),
                             ("make wheels", lambda: bench_make_wheels(work, args.repeat)),
                             ("drift", lambda: bench_drift(work)),
                             ("lookups", lambda: bench_lookups(work, args.lookup_version)),
                             ("eager route", lambda: bench_eager_route(work, args.lookup_version)),
                             ("memory", lambda: bench_memory(work))]:
+            if args.only and name not in args.only:
+                continue
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
             try:
                 rows += bench()

@@ -130,6 +130,11 @@ def cli_args(layout: dict[str, Path], *extra: str) -> list[str]:
             "--wheelhouse", str(layout["wheelhouse"]), "--offline", *extra]
 
 
+def data_args(layout: dict[str, Path]) -> list[str]:
+    """The options of a command that reads only the project's data (verify): --patches-dir, --overlay-dir."""
+    return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"])]
+
+
 WheelTree = Callable[..., Path]  # wheel_tree(dist, version, patched=True) -> an unpacked tree
 
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import cli_args
+from helpers import cli_args, data_args
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.metadata import record_hash
@@ -55,7 +55,7 @@ def test_build_relabels_patches_and_records(project: Layout, capsys: pytest.Capt
     assert list(provenance["overlay"]) == ["demo/extra.py"]
     sums = (layout["dist"] / "SHA256SUMS").read_text()
     assert sums == f"{document['built'][0]['sha256']}  {wheel.name}\n"
-    assert cli.main(["verify", *cli_args(layout), str(wheel)]) == 0
+    assert cli.main(["verify", *data_args(layout), str(wheel)]) == 0
 
 
 def test_two_builds_give_the_same_bytes(project: Layout, tmp_path: Path) -> None:
@@ -119,7 +119,7 @@ def test_empty_series_still_gives_a_valid_relabelled_wheel(project: Layout) -> N
     layout = project(FILES)
     assert cli.main(["build", *cli_args(layout)]) == 0
     wheel = layout["dist"] / "demo-1.0+nvfp4.1-py3-none-any.whl"
-    assert cli.main(["verify", *cli_args(layout), str(wheel)]) == 0
+    assert cli.main(["verify", *data_args(layout), str(wheel)]) == 0
 
 
 def test_verify_catches_a_changed_series_and_a_tampered_member(project: Layout, tmp_path: Path,
@@ -128,14 +128,14 @@ def test_verify_catches_a_changed_series_and_a_tampered_member(project: Layout, 
     assert cli.main(["build", *cli_args(layout)]) == 0
     wheel = next(layout["dist"].glob("*.whl"))
     (layout["patches"] / "demo" / "1.0" / "0001-ten.patch").write_text(PATCH.replace("'ten'", "'TEN'"))
-    assert cli.main(["verify", *cli_args(layout), str(wheel)]) == 3
+    assert cli.main(["verify", *data_args(layout), str(wheel)]) == 3
     assert "the series at" in capsys.readouterr().out
     tampered = tmp_path / wheel.name
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tampered, "w") as dst:
         for info in src.infolist():
             data = src.read(info)
             dst.writestr(info, data + b"# evil\n" if info.filename == "demo/tool.sh" else data)
-    assert cli.main(["verify", *cli_args(layout), str(tampered)]) == 3
+    assert cli.main(["verify", *data_args(layout), str(tampered)]) == 3
     assert "demo/tool.sh: RECORD says" in capsys.readouterr().out
 
 
@@ -151,6 +151,6 @@ def test_a_wheelhouse_means_no_network(project: Layout, capsys: pytest.CaptureFi
     layout = project(FILES)
     layout["wheel"].unlink()
     args = [a for a in cli_args(layout) if a != "--offline"]
-    assert cli.main(["build", *args]) == 1
+    assert cli.main(["build", *args]) == 2
     err = capsys.readouterr().err
     assert f"not found in {layout['wheelhouse']} or the cache" in err and "--wheelhouse means no network" in err

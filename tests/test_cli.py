@@ -12,6 +12,7 @@ import pytest
 from helpers import PATCHES, cli_args
 
 from nvfp4_overlay import cli
+from nvfp4_overlay.cli.parser import COMMANDS
 
 MOD = "demo/mod.py"
 
@@ -58,7 +59,7 @@ def test_the_cache_variable_that_names_a_file_is_exit_2_naming_it(
     args = [a for a in cli_args(layout)]
     i = args.index("--cache-dir")
     del args[i:i + 2]
-    code, _, err = run("list", *args)
+    code, _, err = run("build", *args)
     assert code == 2
     assert "NVFP4_OVERLAY_CACHE" in err
 
@@ -83,11 +84,12 @@ def test_json_errors_are_data(layout: dict[str, Path]) -> None:
 def test_an_unknown_release_names_the_nearest_carried_ones() -> None:
     code, _, err = run("build", "flashinfer-python==0.6.19", "--patches-dir", str(PATCHES), "--offline")
     assert code == 2
-    assert "the nearest carried: 0.6.18.post1, 0.6.18, 0.7.0" in err
+    assert "the nearest carried: 0.6.18, 0.6.18.post1, 0.7.0" in err  # by version
+    assert "'nvfp4-overlay refresh flashinfer-python 0.6.18.post1 0.6.19'" in err  # from the release just below
 
 
 def test_help_is_written_for_users_with_examples() -> None:
-    for command in ("build", "verify", "list", "drift", "refresh", "doctor", "index"):
+    for command in COMMANDS:
         out = io.StringIO()
         with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
             cli.main([command, "--help"])
@@ -107,3 +109,106 @@ def test_list_sorts_stacks_by_release() -> None:
     sglang = [n for n in names if n.startswith("sglang-")]
     assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
     assert sglang[-1] == "sglang-0.5.23"
+
+
+# --- the exit status table (errors.Exit), over every command --------------------------------------
+
+# Every command, with an option it does not take: argparse's refusal is exit 2 and, under --json, one
+# JSON document on stdout like any other error.
+UNKNOWN_OPTION = {name: [name, "--no-such-option"] for name in COMMANDS}
+# Every command, with a path that is not there.
+MISSING_PATH = {
+    "build": ["build", "--patches-dir", "/no/such/patches"],
+    "verify": ["verify", "/no/such/wheel.whl"],
+    "list": ["list", "--patches-dir", "/no/such/patches"],
+    "install": ["install", "--python", "/no/such/python"],
+    "rollback": ["rollback", "--python", "/no/such/python"],
+    "doctor": ["doctor", "--python", "/no/such/python", "--no-trace"],
+    "index": ["index", "--dist-dir", "/no/such/dist"],
+    "drift": ["drift", "--patches-dir", "/no/such/patches", "--offline"],
+    "refresh": ["refresh", "flashinfer-python", "0.7.4", "0.7.5", "--patches-dir", "/no/such/patches", "--offline"],
+    "propose": ["propose", "--dry-run", "--patches-dir", "/no/such/patches", "--offline"],
+}
+
+
+def test_every_command_has_its_bad_input_cases() -> None:
+    assert sorted(UNKNOWN_OPTION) == sorted(MISSING_PATH) == sorted(COMMANDS)
+
+
+@pytest.mark.parametrize("table", ["unknown-option", "missing-path"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_bad_input_is_exit_2_and_one_json_document(command: str, table: str) -> None:
+    argv = (UNKNOWN_OPTION if table == "unknown-option" else MISSING_PATH)[command]
+    code, out, err = run(*argv, "--json")
+    assert code == 2, err
+    error = json.loads(out)["error"]  # the whole of stdout is one JSON document
+    assert error["exit_code"] == 2 and error["kind"] in {"UsageError", "ConfigError"}
+    assert error["message"] in err and "Traceback" not in err
+    if table == "missing-path":
+        assert "/no/such/" in error["path"]
+    # Without --json nothing goes to stdout.
+    code, out, err = run(*argv)
+    assert (code, out) == (2, "")
+
+
+@pytest.mark.parametrize("argv", [["verify"], ["refresh", "flashinfer-python"], ["build", "--fuzz", "two"], [],
+                                  ["no-such-command"]], ids=["no-wheel", "missing-positionals", "not-a-number",
+                                                              "no-command", "unknown-command"])
+def test_argument_errors_under_json_are_a_document(argv: list[str]) -> None:
+    code, out, err = run(*argv, "--json")
+    assert code == 2
+    assert json.loads(out)["error"]["kind"] == "UsageError"
+
+
+def test_a_wheel_missing_offline_is_exit_2_naming_the_cache_and_the_command_that_fills_it(tmp_path: Path) -> None:
+    code, out, err = run("build", "flashinfer-python==0.6.1", "--patches-dir", str(PATCHES), "--offline",
+                         "--cache-dir", str(tmp_path / "empty"), "--dist-dir", str(tmp_path / "dist"), "--json")
+    assert code == 2
+    error = json.loads(out)["error"]
+    assert error["path"] == str(tmp_path / "empty" / "wheels")
+    assert error["item"] == "flashinfer_python-0.6.1-py3-none-any.whl"
+    assert error["fix"] == "nvfp4-overlay build flashinfer-python==0.6.1"
+    assert not (tmp_path / "dist").exists()
+
+
+def test_a_distribution_name_that_is_not_carried_suggests_the_one_meant() -> None:
+    code, out, err = run("build", "flashinfer==0.7.4", "--patches-dir", str(PATCHES), "--offline", "--json")
+    assert code == 2
+    error = json.loads(out)["error"]
+    assert "did you mean flashinfer-python==0.7.4?" in error["message"]
+    assert error["fix"] == "flashinfer-python==0.7.4" and error["found"] == "flashinfer"
+
+
+def test_an_unknown_stack_lists_the_stacks_by_release() -> None:
+    code, _, err = run("build", "--stack", "sglang-9", "--patches-dir", str(PATCHES), "--offline")
+    assert code == 2
+    known = err.split("known stacks: ")[1].split(" (or 'all')")[0].split(", ")  # build also takes all
+    sglang = [s for s in known if s.startswith("sglang-")]
+    assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
+    assert sglang[-1] == "sglang-0.5.23"
+    code, _, err = run("install", "--stack", "all", "--patches-dir", str(PATCHES))
+    assert code == 2 and "(or 'all')" not in err  # install takes one stack
+
+
+def test_a_sample_of_errors_carries_its_data_under_json(layout: dict[str, Path], tmp_path: Path) -> None:
+    """--json carries path, item, expected, found and fix from the raise site, not only the sentence."""
+    cases = {
+        "missing wheel": (["verify", str(tmp_path / "gone.whl")], {"path": str(tmp_path / "gone.whl"), "found": "missing"}),
+        "bad target": (["build", "demo", *cli_args(layout)], {"item": "demo", "expected": "DIST==VERSION"}),
+        "unknown stack": (["install", "--stack", "nope", "--patches-dir", str(layout["patches"])],
+                          {"item": "nope", "path": str(layout["patches"] / "stacks.toml")}),
+        "bad toml": (["list", "--patches-dir", str(_bad_toml(tmp_path))], {"expected": "TOML"}),
+    }
+    for name, (argv, expected) in cases.items():
+        code, out, _ = run(*argv, "--json")
+        error = json.loads(out)["error"]
+        assert code == 2, name
+        assert {k: error.get(k) for k in expected} == expected, name
+        assert error.get("fix"), name
+
+
+def _bad_toml(tmp_path: Path) -> Path:
+    patches = tmp_path / "bad-patches"
+    patches.mkdir()
+    (patches / "stacks.toml").write_text("default = [\n")
+    return patches

@@ -7,7 +7,9 @@ test into the fresh environment exactly as on a server, and doctor runs in that 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import site
 import subprocess
@@ -154,7 +156,7 @@ def test_sglang_s_flashinfer_pin_is_checked(make_env: Env, fakes: dict[str, Path
     broken = [p for p in document["problems"] if "requires flashinfer_python" in p]
     expected = (
         "sglang 0.5.12 requires flashinfer_python==1.1, but flashinfer-python 1.0+nvfp4.1 is installed; "
-        "install the pair of one stack ('nvfp4-overlay list' shows them)"
+        "install the pair of one stack ('nvfp4-overlay install --stack NAME' prints how)"
     )
     assert broken == ([] if code == 0 else [expected])
 
@@ -181,10 +183,17 @@ def test_a_newer_series_revision_is_reported(make_env: Env, fakes: dict[str, Pat
     assert any("was built at revision 1" in n and "at revision 2" in n for n in document["notes"])
 
 
+def env_python(document: dict[str, Any]) -> str:
+    return str(document["python"]["executable"])
+
+
 def test_no_flashinfer_at_all(make_env: Env, fakes: dict[str, Path]) -> None:
     code, document = doctor(make_env(), fakes["patches"], "--no-trace")
     assert code == 1
-    assert document["problems"] == ["flashinfer-python is not installed in this environment"]
+    python = str(env_python(document))
+    assert document["problems"] == [
+        f"flashinfer-python is not installed in {python}; install a stack's wheels there "
+        f"('nvfp4-overlay install --stack NAME --python {python}' prints the commands)"]
 
 
 def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -> None:
@@ -194,7 +203,8 @@ def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -
     assert done.returncode == 0
     assert "1.0+nvfp4.1  patched, revision 1" in done.stdout
     assert "patches: 0001-change.patch" in done.stdout
-    assert done.stdout.rstrip().endswith("OK (exit 0)")
+    assert done.stdout.rstrip().endswith("OK, not traced (--no-trace) (exit 0)")
+    assert "import flashinfer ok" in done.stdout
 
 
 # --- the trace check's isolation: a crash or a hang in the probe is a finding, not a doctor crash ---
@@ -275,3 +285,82 @@ def test_real_hand_edit_is_caught(real_envs: dict[str, Path], tmp_path: Path) ->
     code, document = doctor(env, PATCHES, "--no-trace")
     assert code == 3
     assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/jit/cpp_ext.py"]
+
+
+# --- another interpreter: --python PATH, from this one -------------------------------------------
+
+
+def bare_env(env: Path, *wheels: Path) -> Path:
+    """A venv with nothing but the wheels: no pip, no packaging, no torch, no nvfp4_overlay (pip runs from here)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    if wheels:
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q",
+                        "--disable-pip-version-check", "--no-index", "--no-deps", *map(str, wheels)], check=True)
+    return env / "bin" / "python"
+
+
+def run_doctor(*args: str) -> tuple[int, dict[str, Any], str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["doctor", "--json", *args])
+    return code, json.loads(out.getvalue()), err.getvalue()
+
+
+def test_python_examines_that_interpreter_not_this_one(tmp_path: Path, fakes: dict[str, Path]) -> None:
+    python = bare_env(tmp_path / "serving", fakes["flashinfer+"], fakes["sglang+"])
+    code, document, _ = run_doctor("--python", str(python), "--no-trace", "--patches-dir", str(fakes["patches"]))
+    assert code == 0, document["problems"]
+    assert document["python"]["executable"] == str(python)
+    assert document["python"]["prefix"] == str(tmp_path / "serving")
+    flashinfer = document["distributions"]["flashinfer-python"]
+    assert (flashinfer["version"], flashinfer["patched"]) == ("1.0+nvfp4.1", True)
+    assert flashinfer["location"].startswith(str(tmp_path / "serving"))
+    # Control: the same fakes unpatched in a second interpreter give that interpreter's answer.
+    other = bare_env(tmp_path / "other", fakes["flashinfer"])
+    code, document, _ = run_doctor("--python", str(other), "--no-trace", "--patches-dir", str(fakes["patches"]))
+    assert code == 1
+    assert document["distributions"]["flashinfer-python"]["patched"] is False
+    assert document["python"]["executable"] == str(other)
+
+
+def test_the_trace_runs_in_that_interpreter_and_names_missing_torch(tmp_path: Path, fakes: dict[str, Path]) -> None:
+    python = bare_env(tmp_path / "serving", fakes["flashinfer+"])
+    code, document, _ = run_doctor("--python", str(python), "--patches-dir", str(fakes["patches"]))
+    assert code == 1
+    assert document["trace"] == {"ok": False, "cause": "no-torch", "error": document["trace"]["error"]}
+    assert "No module named 'torch'" in document["trace"]["error"]  # this interpreter has torch; that one has not
+    (problem,) = [p for p in document["problems"] if p.startswith("torch does not import")]
+    assert f"torch does not import in {python}" in problem and "install into that environment" in problem
+
+
+def test_no_trace_never_says_ok_where_flashinfer_does_not_import(tmp_path: Path, fakes: dict[str, Path]) -> None:
+    broken = write_wheel(tmp_path, "flashinfer-python", "1.0", {"flashinfer/__init__.py": "import torch_is_not_here\n"})
+    python = bare_env(tmp_path / "serving", broken)
+    code, document, _ = run_doctor("--python", str(python), "--no-trace", "--patches-dir", str(fakes["patches"]))
+    assert code == 1 and document["ok"] is False
+    assert document["import"]["ok"] is False
+    assert any(p.startswith("flashinfer-python 1.0 does not import in") and "torch_is_not_here" in p
+               for p in document["problems"])
+
+
+@pytest.mark.parametrize(("name", "mode", "text"), [("missing", None, ""), ("not-executable", 0o644, "x"),
+                                                    ("not-a-program", 0o755, "not an ELF\n")],
+                         ids=["missing", "not-executable", "not-a-program"])
+def test_a_python_that_cannot_run_is_exit_2(tmp_path: Path, name: str, mode: int | None, text: str) -> None:
+    python = tmp_path / name
+    if mode is not None:
+        python.write_text(text)
+        python.chmod(mode)
+    code, document, err = run_doctor("--python", str(python), "--no-trace")
+    assert code == 2
+    assert document["error"]["item"] == "--python" and document["error"]["path"] == str(python)
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("args", [["--python-version", "3.12"], ["--platform", "x"], ["--offline"],
+                                  ["--pyth", "/usr/bin/python3"]], ids=["python-version", "platform", "offline", "abbrev"])
+def test_doctor_takes_no_build_flags_and_no_abbreviations(args: list[str]) -> None:
+    code, document, err = run_doctor(*args, "--no-trace")
+    assert code == 2
+    assert document["error"]["kind"] == "UsageError"
+    assert "unrecognized arguments" in document["error"]["message"]

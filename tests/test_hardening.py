@@ -1,4 +1,4 @@
-"""Hostile and broken inputs: each is refused with DESIGN.md's exit status and a message naming the
+"""Hostile and broken inputs: each is refused with docs/design.md's exit status and a message naming the
 file and the next step, and leaves the dist dir and the cache as they were (issue 5's corpus).
 
 The fixtures are under tests/data/, named by scenario; tests/data/make_fixtures.py writes them.
@@ -137,7 +137,7 @@ class Project:
         return self.root / "wheelhouse"
 
     def argv(self, *extra: str, offline: bool = True) -> list[str]:
-        # Without --offline the wheelhouse stays out too: a wheelhouse means no network (DESIGN.md).
+        # Without --offline the wheelhouse stays out too: a wheelhouse means no network (docs/design.md).
         return [
             "build", "--patches-dir", str(self.root / "patches"), "--overlay-dir", str(self.root / "overlay"),
             "--dist-dir", str(self.dist), "--cache-dir", str(self.cache),
@@ -259,10 +259,10 @@ def test_download_with_the_wrong_digest_is_not_kept(tmp_path: Path, capsys: pyte
 def test_offline_without_the_wheel_says_where_it_looked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     project = make_project(tmp_path, Case())
     (project.wheelhouse / FILENAME).unlink()
-    assert cli.main(project.argv()) == 1
+    assert cli.main(project.argv()) == 2  # an input that is not there: configuration, not the network
     err = capsys.readouterr().err
-    assert f"{FILENAME}: not found in {project.wheelhouse} or the cache" in err
-    assert "--offline forbids pip" in err
+    assert f"{FILENAME}: not found in {project.wheelhouse} or the cache {project.cache / 'wheels'}" in err
+    assert "--offline forbids pip; fill the cache with 'nvfp4-overlay build demo==1.0' once with network access" in err
 
 
 def test_unlisted_patch_is_a_warning_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -302,9 +302,10 @@ def test_verify_refuses_hostile_wheels(tmp_path: Path, capsys: pytest.CaptureFix
 
 @pytest.mark.parametrize("name", ["missing.whl", "."], ids=["missing", "directory"])
 def test_verify_of_a_path_that_is_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
-    """A verdict, not a traceback."""
-    assert cli.main(["verify", str(tmp_path / name)]) == 3
-    assert re.search(rf"{re.escape(str(tmp_path / name))}: cannot be read .*; check the path", capsys.readouterr().out)
+    """A bad argument (exit 2), not an integrity failure, and not a traceback."""
+    assert cli.main(["verify", str(tmp_path / name)]) == 2
+    found = "missing" if name == "missing.whl" else "a directory"
+    assert f"{tmp_path / name}: {found}, not a wheel file; name a wheel that build wrote" in capsys.readouterr().err
 
 
 def test_reader_hashes_the_handle_it_reads(tmp_path: Path) -> None:

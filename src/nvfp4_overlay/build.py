@@ -77,7 +77,7 @@ def _check_names(entries: Sequence[Entry], filename: str) -> None:
         problem = (fresh and name_problem(entry.name)) or ("a second member of this name" if entry.name.lower() in seen else None)
         if problem:
             msg = f"{filename}: the patched wheel would hold {entry.name!r} ({problem}); fix the patch or overlay that adds it"
-            raise ConfigError(msg)
+            raise ConfigError(msg, item=entry.name, found=problem, fix="fix the patch or overlay that adds it")
         seen.add(entry.name.lower())
 
 
@@ -89,19 +89,21 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: Whee
         problem = name_problem(item.path)
         if problem:
             msg = f"overlay/{upstream.target.dist}/{item.path}: {problem}; rename the file"
-            raise ConfigError(msg)
+            raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", found=problem, fix="rename the file")
         if item.path.lower() in kept:
             msg = (
                 f"overlay/{upstream.target.dist}/{item.path}: would overwrite "
                 f"upstream's {item.path}; change that file with a patch in the series instead"
             )
-            raise ConfigError(msg)
+            raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", item=item.path,
+                              found="an upstream file of that name", fix="change that file with a patch instead")
         if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
             msg = (
                 f"overlay/{upstream.target.dist}/{item.path}: the overlay may not add "
                 f"metadata (the build writes the dist-info); remove the file"
             )
-            raise ConfigError(msg)
+            raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", found="a dist-info file",
+                              fix="remove the file")
         changed[item.path] = item.data
     return changed
 
@@ -111,18 +113,21 @@ def _carried_over(
     record: Mapping[str, RecordRow], filename: str,
 ) -> tuple[list[Entry], list[RecordRow]]:
     rewritten = {f"{old.dist_info}/{n}" for n in ("RECORD", "METADATA", PROVENANCE)}
+    signatures = f"{old.dist_info}/RECORD."
     copied: list[Entry] = []
     rows: list[RecordRow] = []
     for name, info in reader.infos.items():
-        if name in changed or name in rewritten or name.startswith(f"{old.dist_info}/RECORD."):
+        if name in changed or name in rewritten or name.startswith(signatures):
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
         row = record.get(name)
         if row is None or not row.hash:
             msg = f"{filename}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
-            raise UnsafeArchiveError(msg)
+            raise UnsafeArchiveError(msg, path=filename, item=name, expected="a RECORD row with a hash",
+                                     found="none", fix=UNTRUSTED)
         if row.size and int(row.size) != info.file_size:
             msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}; {UNTRUSTED}"
-            raise UnsafeArchiveError(msg)
+            raise UnsafeArchiveError(msg, path=filename, item=name, expected=f"{row.size} bytes",
+                                     found=f"{info.file_size} bytes", fix=UNTRUSTED)
         new_name = old.rename(name, new)
         copied.append(CopiedMember(new_name, info))
         same = new_name == name and row.size  # the row as upstream wrote it: checked above, kept
@@ -130,7 +135,7 @@ def _carried_over(
     absent = sorted(set(record) - set(reader.infos))
     if absent:
         msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"
-        raise UnsafeArchiveError(msg)
+        raise UnsafeArchiveError(msg, path=filename, item=", ".join(absent[:5]), found="missing", fix=UNTRUSTED)
     return copied, rows
 
 

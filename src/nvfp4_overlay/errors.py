@@ -47,6 +47,10 @@ class ConfigError(OverlayError, ValueError):
     exit_code = Exit.CONFIG
 
 
+class UsageError(ConfigError):
+    """A command line argparse refused: an unknown option, a missing or malformed argument (exit 2)."""
+
+
 class PatchError(OverlayError):
     """A patch did not apply (exit 1)."""
 
@@ -64,6 +68,12 @@ class Refused(PatchError):
 
     def data(self) -> dict[str, Any]:
         return {**super().data(), **({"problems": list(self.problems)} if self.problems else {})}
+
+
+class StepFailed(OverlayError):
+    """A command that install or rollback ran (pip, uv) failed; the steps after it did not run (exit 1)."""
+
+    exit_code = Exit.NEEDS_PERSON
 
 
 class IntegrityError(OverlayError):
@@ -84,3 +94,12 @@ class FetchError(OverlayError):
     """pip could not provide an upstream wheel (exit 1: the network or the index, not the input)."""
 
     exit_code = Exit.NEEDS_PERSON
+
+
+class NotInCache(FetchError, ConfigError):
+    """--offline or --wheelhouse, and the pinned wheel is in neither: the input is missing (exit 2).
+
+    A FetchError too, so that drift skips such a release as it skips one pip cannot provide.
+    """
+
+    exit_code = Exit.CONFIG

@@ -13,7 +13,7 @@ from packaging.utils import parse_wheel_filename
 
 from . import pip, progress
 from .archive import WheelReader
-from .errors import ConfigError, FetchError, HashMismatchError
+from .errors import ConfigError, FetchError, HashMismatchError, NotInCache
 from .manifest import Upstream, UpstreamWheel
 
 
@@ -53,7 +53,9 @@ def select_wheels(upstream: Upstream, source: Source) -> list[UpstreamWheel]:
             f"{upstream.directory / 'upstream.toml'}: no wheel of {upstream.target} fits this interpreter "
             f"and platform (pinned: {names}); pass --all-platforms or --python-version/--platform"
         )
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=upstream.directory / "upstream.toml", item=str(upstream.target),
+                          expected="a wheel for this interpreter", found=names,
+                          fix="pass --all-platforms or --python-version/--platform")
     return [best[1]]
 
 
@@ -81,9 +83,12 @@ def open_upstream(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> W
         return _open_checked(cached, wheel, remove=True)
     if source.offline or source.wheelhouse is not None:  # docs/design.md: a wheelhouse means no network
         where = f"in {source.wheelhouse} or " if source.wheelhouse else "in "
-        why = "--offline forbids pip" if source.offline else "--wheelhouse means no network; put it there"
-        msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
-        raise FetchError(msg)
+        why = "--offline forbids pip" if source.offline else "--wheelhouse means no network"
+        fill = f"nvfp4-overlay build {upstream.target}"
+        msg = (f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}; fill the cache "
+               f"with '{fill}' once with network access (pip downloads it there), or put the file in a --wheelhouse")
+        raise NotInCache(msg, path=source.wheels_dir, item=wheel.filename, expected="the pinned wheel",
+                         found="missing", fix=fill)
     return _download(upstream, wheel, source)
 
 
@@ -128,7 +133,8 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Wheel
                 f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
                 f"Check pip's index configuration, or pass --wheelhouse DIR holding the file"
             )
-            raise FetchError(msg)
+            raise FetchError(msg, item=wheel.filename, found=f"pip exit {ran.returncode}: {ran.tail}",
+                             fix="check pip's index configuration, or pass --wheelhouse DIR holding the file")
         reader = _open_checked(got, wheel, remove=True, origin="download")
         cached = source.wheels_dir / wheel.filename
         os.replace(got, cached)  # the open handle follows the file

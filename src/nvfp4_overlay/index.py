@@ -1,11 +1,20 @@
-"""index: the dist dir as a static simple repository a fleet installs from (PEP 503, 691, 658, 700).
+"""index: the dist dir as a self-contained static simple repository a fleet installs from (PEP 503, 691, 658, 700).
 
-Every page is a plain file, so the index works from `file://`, any static HTTP server or a bucket:
-`<output>/index.html` lists the projects, `<output>/<normalized-name>/index.html` links each wheel
-by a relative URL with a `#sha256=` fragment. Beside each HTML page sits the PEP 691 JSON form
-(`index.json`), which a server can hand out for `Accept: application/vnd.pypi.simple.v1+json`, and
-beside each wheel its METADATA as `<wheel>.metadata` (PEP 658), so pip resolves without downloading
-a 100 MB wheel. The whole output directory is replaced at once: a half-written index is never seen.
+Every page is a plain file and every link stays inside the index, so it works from `file://`, from
+any static HTTP server rooted at it or at any folder above it, and copied whole to a bucket:
+
+    <output>/index.html                         the projects (PEP 503)
+    <output>/<project>/index.html               each wheel, linked by its bare filename with #sha256=
+    <output>/<project>/<wheel>                  the wheel (a hard link to the dist dir's file; a copy
+                                                across file systems)
+    <output>/<project>/<wheel>.metadata         its METADATA (PEP 658), so pip resolves without the wheel
+    <output>/index.json, <project>/index.json   the PEP 691 JSON form of each page
+
+A static server answers `/<project>/` with index.html, which is the HTML serialization PEP 691 keeps
+for clients and servers that do not negotiate; pip and uv read it. The JSON form is served only by
+a server that looks at the Accept header (PEP 691 offers no URL for it): docs/design.md gives an
+nginx configuration that does. The whole output directory is replaced at once: a half-written
+index is never seen.
 """
 
 from __future__ import annotations
@@ -26,7 +35,7 @@ from packaging.version import Version
 from . import progress
 from .archive import WheelReader
 from .errors import ConfigError, IntegrityError
-from .files import SHA256SUMS, read_sums, replace_dir, replace_file, sha256_bytes, sha256_file, staging_dir
+from .files import SHA256SUMS, read_sums, replace_dir, sha256_bytes, sha256_file, staging_dir
 from .metadata import find_dist_info
 
 API_VERSION = "1.1"  # PEP 700: sizes and versions in the JSON pages
@@ -50,10 +59,11 @@ class IndexedWheel:
 
 
 def collect(dist_dir: Path) -> list[IndexedWheel]:
-    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and name."""
+    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and version."""
     if not dist_dir.is_dir():
         msg = f"{dist_dir}: no such directory; build wheels first ('make wheels'), or pass --dist-dir"
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=dist_dir, item="--dist-dir", expected="a directory of wheels", found="missing",
+                          fix="nvfp4-overlay build")
     wheels = []
     paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith("."))
     for number, path in enumerate(paths, start=1):
@@ -61,9 +71,9 @@ def collect(dist_dir: Path) -> list[IndexedWheel]:
         wheels.append(_indexed(path))
     if not wheels:
         msg = f"{dist_dir}: holds no wheels to index; build them first ('make wheels')"
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=dist_dir, expected="wheels", found="none", fix="nvfp4-overlay build")
     _check_sums(dist_dir, wheels)
-    return sorted(wheels, key=lambda w: (w.project, w.filename))
+    return sorted(wheels, key=lambda w: (w.project, Version(w.version), w.filename))  # 0.6.2 before 0.6.10
 
 
 def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
@@ -74,7 +84,9 @@ def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     if changed:
         msg = (f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
                + "\nRebuild them ('make wheels') or find out who changed them")
-        raise IntegrityError(msg)
+        raise IntegrityError(msg, path=dist_dir, item=", ".join(w.split(":")[0] for w in changed),
+                             expected="the digests in SHA256SUMS", found="other digests",
+                             fix="rebuild them ('make wheels') or find out who changed them")
 
 
 def _indexed(path: Path) -> IndexedWheel:
@@ -82,7 +94,8 @@ def _indexed(path: Path) -> IndexedWheel:
         name, version, _, _ = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
         msg = f"{path}: not a wheel filename ({exc}); move it out of the dist dir"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, expected="a PEP 427 wheel filename", found=str(exc),
+                          fix="move it out of the dist dir") from exc
     with WheelReader(path) as reader:
         info = find_dist_info(path.name, reader.names, reader.read)
         metadata = reader.read(f"{info.dist_info}/METADATA")
@@ -154,12 +167,13 @@ def write_index(dist_dir: Path, output: Path) -> dict[str, list[IndexedWheel]]:
         _write(staging / "index.html", root_html(projects))
         _write(staging / "index.json", json.dumps(root_json(projects), indent=2) + "\n")
         for project, wheels in by_project.items():
-            # Links are relative, so the dist dir can move or be served from anywhere as one tree.
-            prefix = os.path.relpath(dist_dir.resolve(), (output / project).resolve()).replace(os.sep, "/") + "/"
+            # Each wheel beside the page that links it: a link by bare filename works whatever the server's root.
             (staging / project).mkdir()
-            _write(staging / project / "index.html", project_html(project, wheels, prefix))
-            _write(staging / project / "index.json", json.dumps(project_json(project, wheels, prefix), indent=2) + "\n")
-        _write_metadata_files(dist_dir, [w for ws in by_project.values() for w in ws])
+            for wheel in wheels:
+                _place(dist_dir / wheel.filename, staging / project / wheel.filename)
+                (staging / project / f"{wheel.filename}.metadata").write_bytes(wheel.metadata)
+            _write(staging / project / "index.html", project_html(project, wheels, ""))
+            _write(staging / project / "index.json", json.dumps(project_json(project, wheels, ""), indent=2) + "\n")
         replace_dir(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -170,11 +184,9 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def _write_metadata_files(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
-    for wheel in wheels:
-        target = dist_dir / f"{wheel.filename}.metadata"
-        if not target.is_file() or target.read_bytes() != wheel.metadata:
-            replace_file(target, wheel.metadata)
-    for stale in dist_dir.glob("*.whl.metadata"):  # the wheel it described is gone
-        if not (dist_dir / stale.name[: -len(".metadata")]).exists():
-            stale.unlink()
+def _place(source: Path, target: Path) -> None:
+    """The wheel into the index: a hard link (no copy, and a later rebuild replaces dist's name, not this one)."""
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or one without hard links
+        shutil.copyfile(source, target)

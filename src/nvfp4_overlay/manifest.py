@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from collections.abc import Sequence
@@ -74,13 +75,29 @@ class Stacks:
     default: str
     stacks: tuple[Stack, ...]
 
-    def get(self, name: str, path: Path) -> Stack:
+    def get(self, name: str, path: Path, *, or_all: bool = False) -> Stack:
+        """The stack of that name; or_all: the caller also takes 'all' (build), and the error says so."""
         for stack in self.stacks:
             if stack.name == name:
                 return stack
-        known = ", ".join(s.name for s in self.stacks)
-        msg = f"{path}: no stack named {name!r}; known stacks: {known} (or 'all')"
-        raise ConfigError(msg)
+        known = [s.name for s in self.ordered()]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        msg = f"{path}: no stack named {name!r}; {hint}known stacks: {', '.join(known)}" + (" (or 'all')" if or_all else "")
+        raise ConfigError(msg, path=path, item=name, expected="a stack from 'nvfp4-overlay list'", found=name,
+                          fix=close[0] if close else "one of: " + ", ".join(known))
+
+    def ordered(self) -> list[Stack]:
+        """By family, then release: sglang-0.5.8 before sglang-0.5.10, not string order."""
+        return sorted(self.stacks, key=stack_order)
+
+
+def stack_order(stack: Stack) -> tuple[str, Version]:
+    family, _, version = stack.name.rpartition("-")
+    try:
+        return family, Version(version)
+    except InvalidVersion:
+        return stack.name, Version("0")
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -89,16 +106,16 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(f)
     except FileNotFoundError as exc:
         msg = f"{path}: not found; is --patches-dir pointing at the project's patches/ folder?"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, found="missing", fix="pass --patches-dir naming the patches/ folder") from exc
     except tomllib.TOMLDecodeError as exc:
         msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, expected="TOML", found=str(exc), fix="fix the syntax") from exc
 
 
 def _raise_all(path: Path, problems: list[str]) -> None:
     if problems:
         msg = f"{path}: " + ("; ".join(problems) if len(problems) == 1 else "\n  " + "\n  ".join(problems))
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=path, found="; ".join(problems), fix=f"edit {path}")
 
 
 def load_stacks(patches_dir: Path) -> Stacks:
@@ -138,15 +155,7 @@ def load_upstream(patches_dir: Path, target: Target) -> Upstream:
     directory = patches_dir / target.dist / target.version
     path = directory / "upstream.toml"
     if not path.exists():
-        carried = [t.version for t in all_targets(patches_dir) if t.dist == target.dist]
-        near = nearest(target.version, carried)
-        listing = f"; the nearest carried: {', '.join(near)}" if near else f"; no {target.dist} release is carried"
-        msg = (
-            f"{target} has no series ({path} not found){listing}. Build one of those, or port a series "
-            f"with 'nvfp4-overlay refresh {target.dist} {near[0] if near else 'FROM'} {target.version}'"
-        )
-        raise ConfigError(msg, path=path, item=str(target), expected="a carried release", found=target.version,
-                          fix=f"one of {', '.join(near)}" if near else "refresh a series to it")
+        _no_series(patches_dir, target, path)
     data = _read_toml(path)
     problems: list[str] = []
     revision = data.get("revision")
@@ -172,6 +181,27 @@ def load_upstream(patches_dir: Path, target: Target) -> Upstream:
     _raise_all(path, problems)
     assert isinstance(revision, int)
     return Upstream(target, revision, tuple(wheels), directory)
+
+
+def _no_series(patches_dir: Path, target: Target, path: Path) -> None:
+    """A target with no series: the carried releases nearest it, or the distribution the user meant."""
+    carried = all_targets(patches_dir)
+    dists = sorted({t.dist for t in carried})
+    if target.dist not in dists:
+        close = difflib.get_close_matches(target.dist, dists, n=1, cutoff=0.5) or [
+            d for d in dists if d.startswith(target.dist)][:1]
+        meant = f"did you mean {close[0]}=={target.version}? " if close else ""
+        msg = (f"{target}: no distribution named {target.dist!r} is carried ({path.parent.parent} not found); "
+               f"{meant}carried: {', '.join(dists) or 'none'}")
+        raise ConfigError(msg, path=path.parent.parent, item=target.dist, expected="one of " + ", ".join(dists),
+                          found=target.dist, fix=f"{close[0]}=={target.version}" if close else "name a carried distribution")
+    near = nearest(target.version, [t.version for t in carried if t.dist == target.dist])
+    below = [v for v in near if _is_version(target.version) and Version(v) < Version(target.version)]
+    source = below[-1] if below else near[0]
+    msg = (f"{target} has no series ({path} not found); the nearest carried: {', '.join(near)}. Build one of "
+           f"those, or port a series with 'nvfp4-overlay refresh {target.dist} {source} {target.version}'")
+    raise ConfigError(msg, path=path, item=str(target), expected="a carried release", found=target.version,
+                      fix=f"one of {', '.join(near)}")
 
 
 def _wheel_name_problem(filename: str, target: Target) -> str | None:
@@ -200,16 +230,17 @@ def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str],
             dist, sep, version = text.partition("==")
             if not sep or not dist or not version:
                 msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
-                raise ConfigError(msg)
+                raise ConfigError(msg, item=text, expected="DIST==VERSION", found=text,
+                                  fix="name it as flashinfer-python==0.6.1")
             targets.append(Target(canonicalize_name(dist), version))
         return targets
     if stack == "all":
-        return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, t.version))
-    return list(stacks.get(stack or stacks.default, where).targets)
+        return sorted({t for s in stacks.stacks for t in s.targets}, key=lambda t: (t.dist, Version(t.version)))
+    return list(stacks.get(stack or stacks.default, where, or_all=True).targets)
 
 
 def nearest(version: str, carried: Sequence[str], count: int = 3) -> list[str]:
-    """The carried releases closest to version: the ones just below it, then just above."""
+    """The carried releases closest to version (two below it, one above, where there are), by version."""
     try:
         wanted = Version(version)
     except InvalidVersion:
@@ -217,7 +248,7 @@ def nearest(version: str, carried: Sequence[str], count: int = 3) -> list[str]:
     ordered = sorted(carried, key=Version)
     below = [v for v in ordered if Version(v) < wanted][-2:]
     above = [v for v in ordered if Version(v) > wanted][:2]
-    return [*reversed(below), *above][:count]
+    return sorted([*below[-(count - min(len(above), 1)):], *above][:count], key=Version)
 
 
 def all_targets(patches_dir: Path) -> list[Target]:
@@ -255,7 +286,7 @@ def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
     for path in sorted(root.rglob("*")):
         if path.is_symlink():
             msg = f"{path}: overlay files must be regular files, not symlinks; copy the file in"
-            raise ConfigError(msg)
+            raise ConfigError(msg, path=path, expected="a regular file", found="a symlink", fix="copy the file in")
         if path.is_file() and "__pycache__" not in path.parts:
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             files.append(OverlayFile(path.relative_to(root).as_posix(), path.read_bytes(), mode))

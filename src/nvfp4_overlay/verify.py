@@ -30,6 +30,12 @@ class Verdict:
 
 
 def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path) -> Verdict:
+    """The verdict on one wheel; a path that is no file is a bad argument (exit 2), not an integrity failure."""
+    if not path.is_file():
+        found = "a directory" if path.is_dir() else "missing"
+        msg = f"{path}: {found}, not a wheel file; name a wheel that build wrote, e.g. dist/*.whl"
+        raise ConfigError(msg, path=path, item="WHEEL", expected="a wheel file", found=found,
+                          fix="name a wheel that build wrote")
     verdict = Verdict(path)
     try:
         with WheelReader(path) as reader:

@@ -1,4 +1,9 @@
-"""What every command gets: the resolved directories and wheel source, checked at the edge, and the output."""
+"""What every command gets: the resolved directories and wheel source, checked at the edge, and the output.
+
+A command is given only the options it declares (cli/parser.py); what it did not declare reads as
+unset here. The wheel source and the build options import the build machinery, so they are made
+only for the commands that ask for them: `list` and `--help` start without it.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import fetch, progress, wheels
+from .. import progress
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .. import fetch, wheels
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent
 ZIP_EPOCH = 315532800  # 1980-01-01, zip's earliest date: SOURCE_DATE_EPOCH unset
@@ -21,22 +29,33 @@ class Context:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.json = bool(args.json)
-        self.quiet = bool(args.quiet) or self.json
-        self.patches_dir = _data_dir(args.patches_dir, "patches", "--patches-dir")
-        self.overlay_dir = _data_dir(args.overlay_dir, "overlay", "--overlay-dir", may_be_missing=True)
-        self.dist_dir = _directory(Path(args.dist_dir), "--dist-dir", may_be_missing=True)
-        cache = Path(args.cache_dir) if args.cache_dir else fetch.default_cache_dir()
-        what = "--cache-dir" if args.cache_dir else ("NVFP4_OVERLAY_CACHE" if os.environ.get("NVFP4_OVERLAY_CACHE")
-                                                       else "the cache ~/.cache/nvfp4-overlay")
-        self.source = fetch.Source(
-            cache_dir=_directory(cache, what, may_be_missing=True),
-            wheelhouse=_directory(Path(args.wheelhouse), "--wheelhouse") if args.wheelhouse else None,
-            offline=bool(args.offline),
-            all_platforms=bool(args.all_platforms),
-            python_version=args.python_version,
-            platforms=tuple(args.platform or ()),
-        )
+        self.json = bool(getattr(args, "json", False))
+        self.quiet = bool(getattr(args, "quiet", False)) or self.json
+        self.patches_dir = _data_dir(getattr(args, "patches_dir", None), "patches", "--patches-dir")
+        self.overlay_dir = _data_dir(getattr(args, "overlay_dir", None), "overlay", "--overlay-dir", may_be_missing=True)
+        self.dist_dir = _directory(Path(getattr(args, "dist_dir", None) or "dist"), "--dist-dir", may_be_missing=True)
+        self._source: fetch.Source | None = None
+        if hasattr(args, "cache_dir"):
+            self.source  # noqa: B018 - the paths it names are checked now, before any work
+
+    @property
+    def source(self) -> fetch.Source:
+        if self._source is None:
+            from .. import fetch  # the build machinery: only for the commands that read upstream wheels
+
+            args = self.args
+            cache = Path(args.cache_dir) if args.cache_dir else fetch.default_cache_dir()
+            what = "--cache-dir" if args.cache_dir else ("NVFP4_OVERLAY_CACHE" if os.environ.get("NVFP4_OVERLAY_CACHE")
+                                                           else "the cache ~/.cache/nvfp4-overlay")
+            self._source = fetch.Source(
+                cache_dir=_directory(cache, what, may_be_missing=True),
+                wheelhouse=_directory(Path(args.wheelhouse), "--wheelhouse") if args.wheelhouse else None,
+                offline=bool(args.offline),
+                all_platforms=bool(args.all_platforms),
+                python_version=args.python_version,
+                platforms=tuple(args.platform or ()),
+            )
+        return self._source
 
     def log(self, message: str) -> None:
         """Human progress and warnings: always stderr, so --json keeps stdout to one document."""
@@ -45,6 +64,8 @@ class Context:
             print(message, file=sys.stderr)
 
     def options(self) -> wheels.Options:
+        from .. import wheels
+
         return wheels.Options(self.patches_dir, self.overlay_dir, self.dist_dir, self.source,
                               fuzz=getattr(self.args, "fuzz", 0), epoch=source_date_epoch())
 

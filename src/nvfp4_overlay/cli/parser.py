@@ -1,10 +1,17 @@
-"""The command line's arguments and help, written for the people who run it."""
+"""The command line's arguments and help, written for the people who run it; nothing here imports the commands.
+
+Each command takes only the options it uses, and no option is ever matched by an abbreviation
+(`allow_abbrev=False`: `--python` is not `--python-version`). A bad argument raises UsageError,
+which the CLI reports like any other error: exit 2, and under --json a JSON document on stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import NoReturn
 
 from .. import __version__
+from ..errors import UsageError
 
 DESCRIPTION = """\
 Patched FlashInfer and SGLang wheels whose NVFP4 path survives torch.compile(fullgraph=True) and
@@ -16,81 +23,133 @@ examples:
   nvfp4-overlay list                                  the stacks, and which are built
   nvfp4-overlay build                                 the default stack's wheels into dist/
   nvfp4-overlay build --stack sglang-0.5.19           another stack
-  nvfp4-overlay doctor                                is this environment patched, does FP4 trace?
+  nvfp4-overlay install --python /srv/sglang/bin/python   the commands that install it there
+  nvfp4-overlay doctor --python /srv/sglang/bin/python    is that environment patched, does FP4 trace?
   nvfp4-overlay drift --against all                   do the series still apply to newer releases?
   nvfp4-overlay refresh flashinfer-python 0.7.2 0.7.4 port a series to a new release
 
 exit status: 0 done; 1 needs a person (a patch did not apply, drift, an unpatched install);
 2 bad arguments, configuration, environment or paths; 3 integrity (hash mismatch, unsafe archive)"""
 
-COMMANDS: dict[str, tuple[str, str]] = {  # name -> (one line, examples)
-    "build": (
-        "patched wheels of a stack (the default one if none is named), or of DIST==VERSION targets",
-        "  nvfp4-overlay build\n"
-        "  nvfp4-overlay build --stack sglang-0.5.11 --python-version 3.12 --platform manylinux_2_34_aarch64\n"
-        "  nvfp4-overlay build flashinfer-python==0.6.18\n"
-        "  nvfp4-overlay build --stack all --all-platforms\n"
-        "It prints the pip commands that install what it built.",
-    ),
-    "verify": ("check built wheels: every RECORD hash, and the provenance against the series it names",
+# name -> (module under cli/ that runs it, one line, examples)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "build": ("build", "patched wheels of a stack (the default one if none is named), or of DIST==VERSION targets",
+              "  nvfp4-overlay build\n"
+              "  nvfp4-overlay build --stack sglang-0.5.11 --python-version 3.12 --platform manylinux_2_34_aarch64\n"
+              "  nvfp4-overlay build flashinfer-python==0.6.18\n"
+              "  nvfp4-overlay build --stack all --all-platforms\n"
+              "It prints the commands that install what it built."),
+    "verify": ("build", "check built wheels: every RECORD hash, and the provenance against the series it names",
                "  nvfp4-overlay verify dist/*.whl"),
-    "list": ("the stacks (sorted by release), the series and their revisions, and which are built",
+    "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
-    "drift": (
-        "apply every series to other upstream releases and say, hunk by hunk, what each needs",
-        "  nvfp4-overlay drift                         every series against the newest release\n"
-        "  nvfp4-overlay drift --against pinned        each series against its own release (CI gate)\n"
-        "  nvfp4-overlay drift --against all --markdown drift.md\n"
-        "  nvfp4-overlay drift --dist flashinfer-python --against 0.7.4\n"
-        "  nvfp4-overlay drift --against latest --check  the newest release: applies, and works?",
-    ),
-    "refresh": (
-        "port a series to another release: exact, offset or three-way merged hunks, checked by behaviour "
-        "against upstream before it is written",
-        "  nvfp4-overlay refresh flashinfer-python 0.7.2 0.7.4\n"
-        "  nvfp4-overlay refresh sglang 0.5.10.post1 0.5.11 --drop-upstream\n"
-        "  nvfp4-overlay refresh flashinfer-python 0.7.4 0.7.5 --dry-run\n"
-        "It needs torch in this interpreter (make test's .venv has it): the checks run the trace ladder.",
-    ),
-    "doctor": (
-        "what this Python environment has installed, patched or not, and whether the FP4 path traces",
-        "  /srv/sglang/bin/nvfp4-overlay doctor\n  nvfp4-overlay doctor --json --no-trace\n"
-        "exit 0: patched and intact; 1: unpatched, or the trace check failed; 3: an installed file differs "
-        "from its RECORD",
-    ),
-    "index": ("a static PEP 503/691 index of the dist dir, for a fleet",
+    "install": ("serve", "the commands that install a stack into a serving environment: its upstream "
+                "dependencies from your index, then the patched wheels (printed, or run with --run)",
+                "  nvfp4-overlay install                                  the default stack, with pip\n"
+                "  nvfp4-overlay install --stack sglang-0.5.19 --uv\n"
+                "  nvfp4-overlay install --python /srv/sglang/bin/python --run\n"
+                "  nvfp4-overlay install --fleet-index https://wheels.example/simple --python /srv/sglang/bin/python"),
+    "rollback": ("serve", "the commands that put a stack's exact upstream releases back in place of the patched ones",
+                 "  nvfp4-overlay rollback --python /srv/sglang/bin/python\n"
+                 "  nvfp4-overlay rollback --stack sglang-0.5.19 --uv --python /srv/sglang/bin/python --run"),
+    "doctor": ("doctor", "what a Python environment has installed, patched or not, and whether the FP4 path traces",
+               "  nvfp4-overlay doctor --python /srv/sglang/bin/python\n  nvfp4-overlay doctor --json --no-trace\n"
+               "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, or the trace check failed; "
+               "2: --python is no usable interpreter; 3: an installed file differs from its RECORD"),
+    "index": ("serve", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
               "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
-    "propose": ("port each upstream release newer than the carried ones, check it, and open a pull request "
-                "(or, refused, an issue) with the report",
+    "drift": ("commands", "apply every series to other upstream releases and say, hunk by hunk, what each needs",
+              "  nvfp4-overlay drift                         every series against the newest release\n"
+              "  nvfp4-overlay drift --against pinned        each series against its own release (CI gate)\n"
+              "  nvfp4-overlay drift --against all --markdown drift.md\n"
+              "  nvfp4-overlay drift --dist flashinfer-python --against 0.7.4\n"
+              "  nvfp4-overlay drift --against latest --check  the newest release: applies, and works?"),
+    "refresh": ("commands", "port a series to another release: exact, offset or three-way merged hunks, checked by "
+                "behaviour against upstream before it is written",
+                "  nvfp4-overlay refresh flashinfer-python 0.7.2 0.7.4\n"
+                "  nvfp4-overlay refresh sglang 0.5.10.post1 0.5.11 --drop-upstream\n"
+                "  nvfp4-overlay refresh flashinfer-python 0.7.4 0.7.5 --dry-run\n"
+                "It needs torch in this interpreter (make test's .venv has it): the checks run the trace ladder."),
+    "propose": ("commands", "port each upstream release newer than the carried ones, check it, and open a pull "
+                "request (or, refused, an issue) with the report",
                 "  nvfp4-overlay propose --dry-run            print what it would open\n"
                 "  GITHUB_TOKEN=... nvfp4-overlay propose --repo OWNER/NAME\n"
                 "The refresh workflow runs it weekly; exit 1 when a release needs a person (an issue)."),
 }
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, with its errors raised as UsageError instead of printed and exited (the CLI reports them)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def error(self, message: str) -> NoReturn:
+        msg = f"{self.prog}: {message}; see '{self.prog} --help'"
+        raise UsageError(msg, item=self.prog, found=message, fix=f"see '{self.prog} --help'")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="nvfp4-overlay", description=DESCRIPTION, epilog=EPILOG,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    top = Parser(prog="nvfp4-overlay", description=DESCRIPTION, epilog=EPILOG)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str) -> argparse.ArgumentParser:
-        summary, examples = COMMANDS[name]
+        _, summary, examples = COMMANDS[name]
         return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
-                              epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              epilog="examples:\n" + examples)
 
     p = command("build")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="DIST==VERSION, e.g. flashinfer-python==0.6.18 (default: the stack's releases)")
     p.add_argument("--stack", help="a stack from 'list', or 'all' (default: the default stack)")
     p.add_argument("--fuzz", type=int, default=0, help="allow up to N lines of fuzz (default 0: exact context)")
-    _common(p)
+    _data(p)
+    _dist(p)
+    _source(p)
+    _output(p)
 
     p = command("verify")
     p.add_argument("wheels", nargs="+", metavar="WHEEL", help="a wheel that build wrote")
-    _common(p)
+    _data(p)
+    _output(p)
 
-    _common(command("list"))
+    p = command("list")
+    _data(p, overlay=False)
+    _dist(p)
+    _output(p)
+
+    for name in ("install", "rollback"):
+        p = command(name)
+        p.add_argument("--stack", help="a stack from 'list' (default: the default stack)")
+        p.add_argument("--python", metavar="PATH", help="the serving environment's Python (default: this one)")
+        p.add_argument("--uv", action="store_true", help="uv pip commands instead of pip's")
+        p.add_argument("--run", action="store_true", help="run the commands, stopping at the first that fails")
+        if name == "install":
+            p.add_argument("--fleet-index", metavar="URL", help="take the patched wheels from this index "
+                           "('nvfp4-overlay index' writes one) instead of the dist dir")
+            _dist(p)
+        _data(p, overlay=False)
+        _output(p)
+
+    p = command("doctor")
+    p.add_argument("--python", metavar="PATH", help="examine this interpreter's environment (default: this one)")
+    p.add_argument("--no-trace", action="store_true",
+                   help="skip the live torch.compile(fullgraph=True) check (flashinfer is still imported)")
+    p.add_argument("--trace-timeout", type=float, default=300, metavar="SECONDS",
+                   help="give the check this long before calling it hung (default 300)")
+    _data(p, overlay=False)
+    _output(p)
+
+    p = command("index")
+    p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
+    p.add_argument("--url", help="the address the fleet will reach it at, for the install lines it prints "
+                   "(default: its file:// URL)")
+    _dist(p)
+    _data(p, overlay=False)
+    _output(p)
 
     p = command("drift")
     p.add_argument("--against", nargs="+", default=["latest"], metavar="pinned|latest|all|VERSION",
@@ -100,7 +159,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="for each release newer than a distribution's newest series, port that series there "
                         "(a refresh that writes nothing) and check it by behaviour: does it work, not only apply")
-    _common(p)
+    _data(p)
+    _dist(p, used=False)
+    _source(p)
+    _output(p)
 
     p = command("refresh")
     p.add_argument("dist", metavar="DIST", help="flashinfer-python or sglang")
@@ -108,36 +170,44 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("to_version", metavar="TO_VERSION", help="the release to port it to")
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
     p.add_argument("--dry-run", action="store_true", help="port, build and check, but write nothing")
-    _common(p)
-
-    p = command("doctor")
-    p.add_argument("--no-trace", action="store_true", help="skip the live torch.compile(fullgraph=True) check")
-    p.add_argument("--trace-timeout", type=float, default=300, metavar="SECONDS",
-                   help="give the trace check this long before calling it hung (default 300)")
-    _common(p)
-
-    p = command("index")
-    p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
-    _common(p)
+    _data(p)
+    _dist(p, used=False)
+    _source(p)
+    _output(p)
 
     p = command("propose")
     p.add_argument("--repo", metavar="OWNER/NAME", help="the repository (default: $GITHUB_REPOSITORY)")
     p.add_argument("--base", metavar="BRANCH", help="the pull requests' base (default: the default branch)")
     p.add_argument("--dry-run", action="store_true", help="port and check, print the proposals, open nothing")
-    _common(p)
+    _data(p)
+    _source(p)
+    _output(p)
     return top
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("inputs and outputs")
+def _data(parser: argparse.ArgumentParser, *, overlay: bool = True) -> None:
+    group = parser.add_argument_group("the project's data")
     group.add_argument("--patches-dir", help="the series (default: ./patches, else the installed copy)")
-    group.add_argument("--overlay-dir", help="whole files to add (default: ./overlay, else the installed copy)")
-    group.add_argument("--dist-dir", default="dist", help="where patched wheels go (default: dist)")
+    if overlay:
+        group.add_argument("--overlay-dir", help="whole files to add (default: ./overlay, else the installed copy)")
+
+
+def _dist(parser: argparse.ArgumentParser, *, used: bool = True) -> None:
+    helptext = "where patched wheels go (default: dist)" if used else "accepted with the build's options; unused here"
+    parser.add_argument("--dist-dir", default="dist", help=helptext)
+
+
+def _source(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("upstream wheels")
     group.add_argument("--cache-dir", help="upstream wheel cache (default: $NVFP4_OVERLAY_CACHE or ~/.cache/nvfp4-overlay)")
     group.add_argument("--wheelhouse", help="take upstream wheels from this folder only (no network)")
     group.add_argument("--offline", action="store_true", help="never run pip; use the wheelhouse and cache only")
-    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr")
-    group.add_argument("--quiet", action="store_true", help="no progress on stderr")
     group.add_argument("--all-platforms", action="store_true", help="every pinned wheel, not only this platform's")
     group.add_argument("--python-version", help="build the wheel for this Python (X.Y), as pip takes it")
     group.add_argument("--platform", action="append", help="build the wheel for this platform tag (repeatable)")
+
+
+def _output(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("output")
+    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr")
+    group.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -367,7 +367,7 @@ def _fake_capability(cc: tuple[int, int]) -> None:
     that ask the context for their architectures (mxfp8, the KV quantizer) would refuse to exist."""
     from flashinfer.jit import core as jit_core
 
-    from nvfp4_overlay.trace_probe import fake_capability  # doctor's: the same bindings
+    from nvfp4_overlay.probes.doctor_trace import fake_capability  # doctor's: the same bindings
 
     fake_capability(torch, cc)
 

@@ -1,14 +1,16 @@
-"""doctor's live check, run as `python -m nvfp4_overlay.trace_probe` in a child of doctor's interpreter.
+"""doctor's live check, run as `python -m nvfp4_overlay.probes.doctor_trace` in the examined interpreter.
 
-Every entry point the installed FlashInfer routes (its overlay's entries.py; for an unpatched one,
-the FP4/MXFP8 entry points this project routes) is traced once with torch.compile(fullgraph=True),
-with the first argument table of probes/cases.py; the report names each one that fails.
+First the environment's facts (probes/doctor_env.py): the interpreter, the installed distributions
+with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
+the installed FlashInfer routes (its overlay's entries.py; for an unpatched one, the FP4/MXFP8 entry
+points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
+table of probes/cases.py; the report names each one that fails.
 
-Prints one JSON line {"gpu": ...} as soon as torch answers, then one {"trace": ...}, so a crash or a
-hang in the trace still leaves the GPU facts behind. Without a GPU it fakes what a Blackwell server
-reports (compute capability 12.0, a CUDA build of torch), as tests/test_trace_flashinfer.py does. The
-backend stops after the trace: running the graph would JIT-build the kernel (nvcc, seconds to
-minutes), which is not what is asked.
+Prints one JSON line per fact as soon as it is known ({"python": ...}, {"distributions": ...},
+{"gpu": ...}, {"import": ...}, {"trace": ...}), so a crash or a hang in the trace still leaves the
+others behind. Without a GPU it fakes what a Blackwell server reports (compute capability 12.0, a
+CUDA build of torch), as tests/test_trace_flashinfer.py does. The backend stops after the trace:
+running the graph would JIT-build the kernel (nvcc, seconds to minutes), which is not what is asked.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import json
 import sys
 import time
 from typing import Any
+
+from nvfp4_overlay.probes import doctor_env
 
 FAKE_CAPABILITY = (12, 0)  # RTX PRO 6000 / SM120, the report's GPUs
 SPAWN_EVENTS = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork")
@@ -136,37 +140,61 @@ def _caused_by_traced(exc: BaseException) -> bool:
     return False
 
 
-def main() -> int:
-    try:
-        import torch
-    except Exception as exc:  # noqa: BLE001 - whatever breaks the import is the finding
-        emit("gpu", {"torch": None, "error": first_line(exc)})
-        return 0
-    gpu = gpu_facts(torch)
-    emit("gpu", gpu)
+def main(argv: list[str]) -> int:
+    emit("python", doctor_env.python_facts())
+    names = argv[argv.index("--distributions") + 1].split(",") if "--distributions" in argv else []
+    emit("distributions", {name: doctor_env.distribution_facts(name) for name in names})
+    traced = "--no-trace" not in argv
     fakes: list[str] = []
-    if not gpu["available"]:
-        fake_blackwell(torch, fakes)
+    no_torch = None
+    if traced:  # torch first, so that the fakes are in place before flashinfer reads them
+        try:
+            import torch
+        except Exception as exc:  # noqa: BLE001 - whatever breaks the import is the finding
+            no_torch = "import torch: " + first_line(exc)
+            emit("gpu", {"torch": None, "error": first_line(exc)})
+        else:
+            gpu = gpu_facts(torch)
+            emit("gpu", gpu)
+            if not gpu["available"]:
+                fake_blackwell(torch, fakes)
     start = time.monotonic()
     try:
         import flashinfer
     except Exception as exc:  # noqa: BLE001 - whatever breaks the import is the finding
-        emit("trace", {"ok": False, "faked": fakes, "error": "import flashinfer: " + first_line(exc)})
-        return 0
-    if not gpu["available"]:
+        no_import = "import flashinfer: " + first_line(exc)
+        emit("import", {"ok": False, "error": first_line(exc)})
+        flashinfer = None
+    else:
+        emit("import", {"ok": True, "version": getattr(flashinfer, "__version__", None),
+                        "seconds": round(time.monotonic() - start, 2)})
+    if not traced:
+        if "torch" in sys.modules:  # flashinfer brought it: its GPU facts cost nothing more
+            emit("gpu", gpu_facts(sys.modules["torch"]))
+    elif no_torch is not None:
+        emit("trace", {"ok": False, "cause": "no-torch", "error": no_torch})
+    elif flashinfer is None:
+        emit("trace", {"ok": False, "cause": "no-import", "error": no_import})
+    else:
+        emit("trace", run_trace(sys.modules["torch"], flashinfer, fakes, start))
+    return 0
+
+
+def run_trace(torch: Any, flashinfer: Any, fakes: list[str], start: float) -> dict[str, Any]:
+    available = torch.cuda.is_available()
+    if not available:
         fake_capability(torch, FAKE_CAPABILITY)
         fakes.append("compute capability=12.0")
         # Upstream's wrappers (nvfp4_quantize, mxfp4_quantize) call a.cuda(), and so do the fakes that
         # mirror them; with no GPU the tensors stay where they are.
         torch.Tensor.cuda = lambda self, *a, **k: self
         fakes.append("Tensor.cuda()=identity")
-    result = trace(torch, flashinfer, "cuda" if gpu["available"] else "cpu")
+    result = trace(torch, flashinfer, "cuda" if available else "cpu")
     result.update(faked=fakes, flashinfer=getattr(flashinfer, "__version__", None),
-                  capability=gpu["devices"][0]["capability"] if gpu["available"] else list(FAKE_CAPABILITY),
+                  capability=list(torch.cuda.get_device_capability(0)) if available else list(FAKE_CAPABILITY),
                   seconds=round(time.monotonic() - start, 2))
-    emit("trace", result)
-    return 0
+    return result
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""The commands that make and check wheels: build, verify."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import wheels
+from ..errors import Exit
+from ..install import Tool, install_steps
+from ..manifest import Stack, load_stacks, load_upstream, resolve_targets
+from ..verify import verify_wheel
+from .context import Context
+
+
+def cmd_build(ctx: Context) -> int:
+    stacks = load_stacks(ctx.patches_dir)
+    targets = resolve_targets(stacks, ctx.args.stack, ctx.args.targets, ctx.patches_dir / "stacks.toml")
+    built = wheels.build_targets(targets, ctx.options(), ctx.log)
+    stale = _refresh_index(ctx)
+    if ctx.args.stack == "all":
+        install = ["install a stack with: nvfp4-overlay install --stack NAME (nvfp4-overlay list names them)"]
+    else:
+        stack = (Stack(" ".join(map(str, targets)), tuple(targets)) if ctx.args.targets
+                 else stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml"))
+        versions = {t: load_upstream(ctx.patches_dir, t).local_version for t in stack.targets}
+        install = [s.shell for s in install_steps(stack, versions, Tool(), dist_dir=ctx.dist_dir.resolve())]
+    document = {"built": [_built_json(b) for b in built], "dist_dir": str(ctx.dist_dir), "install": install,
+                "index": stale}
+    ctx.emit(document, "\n".join([*(f"built {b.wheel}" for b in built), "install with:", *(f"  {c}" for c in install)]))
+    return 0
+
+
+def _refresh_index(ctx: Context) -> str | None:
+    """A dist dir that has an index (`index`'s default place) gets it rewritten, so it never goes stale."""
+    simple = ctx.dist_dir / "simple"
+    if not (simple / "index.html").is_file():
+        return None
+    from .. import index
+
+    index.write_index(ctx.dist_dir, simple)
+    ctx.log(f"refreshed the index {simple} with what the dist dir now holds")
+    return str(simple)
+
+
+def _built_json(b: wheels.Built) -> dict[str, Any]:
+    return {
+        "target": str(b.target),
+        "wheel": str(b.wheel),
+        "sha256": b.sha256,
+        "upstream": {"filename": b.upstream_filename, "sha256": b.upstream_sha256},
+        "hunks": [
+            {"patch": h.patch, "file": h.path, "hunk": h.number, "header": h.header,
+             "offset": h.placement.offset, "fuzz": h.placement.fuzz}
+            for h in b.hunks
+        ],
+        "overlay": list(b.overlay),
+    }
+
+
+def cmd_verify(ctx: Context) -> int:
+    verdicts = [verify_wheel(Path(w), ctx.patches_dir, ctx.overlay_dir) for w in ctx.args.wheels]
+    lines = []
+    for v in verdicts:
+        lines.append(f"{'ok' if v.ok else 'FAILED'}  {v.wheel}")
+        lines += [f"  - {p}" for p in v.problems] + [f"  note: {n}" for n in v.notes]
+    document = {"wheels": [{"wheel": str(v.wheel), "ok": v.ok, "problems": v.problems, "notes": v.notes} for v in verdicts]}
+    ctx.emit(document, "\n".join(lines))
+    return Exit.OK if all(v.ok for v in verdicts) else Exit.INTEGRITY

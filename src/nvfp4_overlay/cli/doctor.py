@@ -1,0 +1,73 @@
+"""The doctor command, and its report as a person reads it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import doctor
+from .context import Context
+
+
+def cmd_doctor(ctx: Context) -> int:
+    document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
+                                        timeout=ctx.args.trace_timeout)
+    ctx.emit(document, render(document))
+    return finding.exit_code
+
+
+def render(document: dict[str, Any]) -> str:
+    python = document["python"]
+    lines = [f"{'python':<18}{python['executable']} ({python['version']})"]
+    for name, dist in document["distributions"].items():
+        lines += _render_distribution(name, dist)
+    imported = document["import"]
+    lines.append(f"{'import flashinfer':<18}" + ("ok" if imported.get("ok") else f"FAILED: {imported.get('error')}"))
+    lines += _render_gpu(document.get("gpu"))
+    lines.append(f"{'trace':<18}{_render_trace(document['trace'])}")
+    lines += [f"problem: {p}" for p in document["problems"]] + [f"note: {n}" for n in document["notes"]]
+    verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)"}[document["exit_code"]]
+    if document["exit_code"] == 0 and document["trace"].get("skipped"):
+        verdict += ", not traced (--no-trace)"
+    lines.append(f"{'verdict':<18}{verdict} (exit {document['exit_code']})")
+    return "\n".join(lines)
+
+
+def _render_distribution(name: str, dist: dict[str, Any]) -> list[str]:
+    if not dist["installed"]:
+        return [f"{name:<18}not installed"]
+    if dist["patched"]:
+        state = f"patched, revision {dist.get('revision')}, from {dist.get('upstream', {}).get('filename')}"
+    else:
+        state = "upstream (unpatched)"
+    lines = [f"{name:<18}{dist['version']}  {state}  [{dist['location']}]"]
+    if dist["patched"]:
+        lines.append(f"{'':<18}patches: {', '.join(dist['patches']) or 'none'}")
+    record = dist["record"]
+    changed = len(record["modified"]) + len(record["missing"])
+    lines.append(f"{'':<18}files: {record['matching']:,} of {record['files']:,} match RECORD"
+                 + (f"; {changed} modified or missing" if changed else ""))
+    return lines
+
+
+def _render_gpu(gpu: dict[str, Any] | None) -> list[str]:
+    if gpu is None:
+        return [f"{'gpu':<18}not checked"]
+    if gpu.get("torch") is None:
+        return [f"{'gpu':<18}unknown: torch does not import ({gpu.get('error')})"]
+    head = f"torch {gpu['torch']}, CUDA {gpu['cuda'] or 'none'}"
+    if not gpu["devices"]:
+        return [f"{'gpu':<18}none ({head}); the trace check fakes compute capability 12.0"]
+    return [f"{'gpu':<18}{d['index']}: {d['name']}, compute capability {d['capability'][0]}.{d['capability'][1]} ({head})"
+            for d in gpu["devices"]]
+
+
+def _render_trace(trace: dict[str, Any]) -> str:
+    if trace.get("skipped"):
+        return "skipped"
+    entries = trace.get("entries") or {}
+    if not entries:
+        return f"FAILED: {trace.get('error')}"
+    passed = [n for n, e in entries.items() if e.get("ok")]
+    failed = [n for n, e in entries.items() if not e.get("ok")]
+    text = f"{len(passed)} of {len(entries)} entry points trace with fullgraph=True in {trace.get('seconds')} s"
+    return text + (f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops")

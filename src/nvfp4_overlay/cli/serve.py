@@ -1,0 +1,133 @@
+"""The commands that serve a fleet: install, rollback, index."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import index
+from ..errors import ConfigError, Exit, StepFailed
+from ..install import Step, Tool, install_steps, missing_wheels, rollback_steps
+from ..manifest import Stack, Stacks, Target, load_stacks, load_upstream
+from .context import Context
+
+
+def cmd_install(ctx: Context) -> int:
+    stacks = load_stacks(ctx.patches_dir)
+    stack = stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml")
+    locals_ = _local_versions(ctx, stack)
+    tool = _tool(ctx)
+    fleet = ctx.args.fleet_index
+    dist = ctx.dist_dir.resolve()
+    missing = [] if fleet else missing_wheels(dist, [(_stem(ctx, t), v) for t, v in locals_.items()])
+    if missing:
+        msg = (f"{dist} holds no {', '.join(missing)}: build the stack first ('nvfp4-overlay build --stack "
+               f"{stack.name}'), or take the wheels from an index (--fleet-index URL)")
+        if ctx.args.run:
+            raise ConfigError(msg, path=dist, item=stack.name, expected=", ".join(missing), found="not built",
+                              fix=f"nvfp4-overlay build --stack {stack.name}")
+        ctx.log(f"warning: {msg}")
+    steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
+    return _print_or_run(ctx, steps, {"stack": stack.name, "missing": missing})
+
+
+def cmd_rollback(ctx: Context) -> int:
+    stacks = load_stacks(ctx.patches_dir)
+    stack = stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml")
+    return _print_or_run(ctx, rollback_steps(stack, _tool(ctx)), {"stack": stack.name})
+
+
+def _local_versions(ctx: Context, stack: Stack) -> dict[Target, str]:
+    return {t: load_upstream(ctx.patches_dir, t).local_version for t in stack.targets}
+
+
+def _stem(ctx: Context, target: Target) -> str:
+    return load_upstream(ctx.patches_dir, target).wheels[0].filename.split("-", 1)[0]
+
+
+def _tool(ctx: Context) -> Tool:
+    from ..doctor import check_python
+
+    python = ctx.args.python
+    if python is not None:
+        check_python(python)
+    elif ctx.args.run:
+        python = sys.executable  # --run without --python: this environment, as doctor examines it
+    if ctx.args.uv and ctx.args.run and shutil.which("uv") is None:
+        msg = "--uv --run: uv is not on PATH; install it ('pip install uv') or leave out --uv to use pip"
+        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing", fix="pip install uv")
+    return Tool(uv=ctx.args.uv, python=python)
+
+
+def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any]) -> int:
+    document["steps"] = [{"why": s.why, "argv": list(s.argv), "shell": s.shell} for s in steps]
+    if not ctx.args.run:
+        ctx.emit(document, "\n".join(f"# {s.why}\n{s.shell}" for s in steps))
+        return Exit.OK
+    for number, step in enumerate(steps, start=1):
+        ctx.log(f"[{number}/{len(steps)}] {step.shell}")
+        done = _run(step.argv)
+        if done.returncode != 0:
+            msg = (f"step {number} of {len(steps)} ({step.shell}) exited {done.returncode}; the steps after it did "
+                   f"not run. Its own message is above; fix what it names and run the command again")
+            raise StepFailed(msg, item=step.shell, expected="exit 0", found=f"exit {done.returncode}",
+                             fix="fix what the command's message names, then run it again")
+    ctx.emit({**document, "ran": True}, f"done: {len(steps)} steps")
+    return Exit.OK
+
+
+def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """The step's output goes to stderr with the logs (so --json keeps stdout to one document), as it comes."""
+    sys.stderr.flush()
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):  # stderr is no file (captured): relay it after
+        done = subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        print(done.stdout, file=sys.stderr, end="")
+        return done
+    return subprocess.run(argv, check=False, stdout=sys.stderr, stderr=sys.stderr, text=True)
+
+
+def cmd_index(ctx: Context) -> int:
+    output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
+    by_project = index.write_index(ctx.dist_dir, output)
+    url = ctx.args.url or output.resolve().as_uri()
+    stacks = load_stacks(ctx.patches_dir)
+    commands = _stack_commands(ctx, stacks, by_project, url)
+    document = {
+        "index": str(output),
+        "url": url,
+        "projects": {
+            p: [{"filename": w.filename, "version": w.version, "sha256": w.sha256, "size": w.size} for w in ws]
+            for p, ws in by_project.items()
+        },
+        "stacks": {name: [s.shell for s in steps] for name, steps in commands.items()},
+    }
+    lines = [f"wrote {output} ({sum(len(ws) for ws in by_project.values())} wheels)"]
+    for project, found in by_project.items():
+        lines += [f"  {project}: {', '.join(w.version for w in found)}"]
+    for name, steps in commands.items():
+        lines += [f"install stack {name} with:", *(f"  {s.shell}" for s in steps)]
+    if not commands:
+        lines.append("it holds no stack whole (every patched wheel of one stack); 'nvfp4-overlay list' names them")
+    ctx.emit(document, "\n".join(lines))
+    return Exit.OK
+
+
+def _stack_commands(ctx: Context, stacks: Stacks, by_project: dict[str, list[index.IndexedWheel]],
+                    url: str) -> dict[str, list[Step]]:
+    """For each stack whose patched wheels the index holds, all of them, the commands that install it."""
+    held = {(p, w.version) for p, ws in by_project.items() for w in ws}
+    out: dict[str, list[Step]] = {}
+    for stack in stacks.ordered():
+        try:
+            versions = _local_versions(ctx, stack)
+        except ConfigError:
+            continue  # a stack whose series is not here: nothing to match
+        if all((t.dist, v) in held for t, v in versions.items()):
+            out[stack.name] = install_steps(stack, versions, Tool(), fleet_index=url)[:2]
+    return out

@@ -1,0 +1,148 @@
+"""What is installed, judged: a distribution's facts against patches/ (patched, current, intact), SGLang's pin.
+
+The facts are what probes/doctor_env.py gathered in the examined interpreter; nothing here reads
+that environment itself, so doctor can judge any interpreter from the one it runs in.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from .errors import ConfigError, Exit
+from .manifest import Stack, Target, load_stacks, load_upstream
+
+SGLANG_FIXED = Version("0.5.12")  # ships its own opaque fp4_quantize (srt/layers/quantization/fp4_utils.py)
+
+
+@dataclass
+class Finding:
+    """The verdict's parts: problems set the exit status, notes only inform."""
+
+    python: str = sys.executable  # the examined interpreter, named in the fixes
+    problems: list[str] = field(default_factory=list)
+    integrity: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.integrity:
+            return Exit.INTEGRITY
+        return Exit.NEEDS_PERSON if self.problems else Exit.OK
+
+
+def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, finding: Finding) -> dict[str, Any]:
+    """One distribution's report: version, provenance, series state, RECORD (and its problems, into finding)."""
+    if not fact.get("installed"):
+        return {"installed": False}
+    version = fact["version"]
+    report: dict[str, Any] = {"installed": True, "version": version, "location": fact["location"]}
+    provenance = fact.get("provenance")
+    report["patched"] = provenance is not None
+    if provenance is not None:
+        report["revision"] = provenance.get("revision")
+        report["upstream"] = provenance.get("upstream", {})
+        report["patches"] = [p.get("name") for p in provenance.get("patches", [])]
+        report["overlay"] = sorted(provenance.get("overlay", {}))
+        if provenance.get("version") != version:
+            finding.integrity.append(f"{name} {version}: its provenance names version {provenance.get('version')!r}")
+    report["series"] = _series_state(name, version, provenance, patches_dir, finding)
+    report["record"] = fact["record"]
+    _judge_record(name, version, report["record"], finding)
+    return report
+
+
+def _series_state(name: str, version: str, provenance: dict[str, Any] | None, patches_dir: Path, finding: Finding) -> str:
+    """How the installed version stands against the series in patches/ (and judge it)."""
+    public = _public(version)
+    try:
+        upstream = load_upstream(patches_dir, Target(canonicalize_name(name), public))
+    except ConfigError:
+        upstream = None
+    if provenance is not None:
+        if upstream is not None and provenance.get("revision") != upstream.revision:
+            finding.notes.append(
+                f"{name} {version} was built at revision {provenance.get('revision')}; the series in "
+                f"{upstream.directory} is at revision {upstream.revision}: rebuild and reinstall to pick it up")
+            return "outdated"
+        return "current" if upstream is not None else "unknown"
+    if upstream is not None:
+        finding.problems.append(
+            f"{name} {version} is the unpatched upstream release; a series exists for it: build it with "
+            f"'nvfp4-overlay build {name}=={public}' (or 'make wheels STACK=...') and pip install the wheel")
+        return "available"
+    if name == "sglang" and _at_least(public, SGLANG_FIXED):
+        stack = _shipping_stack(patches_dir, public)
+        how = f"stack {stack.name} ships it unpatched with flashinfer-python " + ", ".join(
+            t.version for t in stack.targets if t.dist == "flashinfer-python") if stack else "no stack names it"
+        finding.notes.append(f"sglang {version} makes its own FlashInfer calls opaque (from {SGLANG_FIXED}); {how}")
+        return "fixed-upstream"
+    if name == "flashinfer-python":
+        finding.problems.append(
+            f"flashinfer-python {version} is unpatched and patches/ has no series for it; install a patched "
+            f"release ('nvfp4-overlay list' shows them) or port a series with 'nvfp4-overlay refresh'")
+    else:
+        finding.notes.append(f"{name} {version}: no series in {patches_dir}; nothing to compare with")
+    return "none"
+
+
+def _shipping_stack(patches_dir: Path, version: str) -> Stack | None:
+    try:
+        stacks = load_stacks(patches_dir)
+    except ConfigError:
+        return None
+    return next((s for s in stacks.stacks if Target("sglang", version) in s.upstream), None)
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
+
+
+def _at_least(version: str, floor: Version) -> bool:
+    try:
+        return Version(version) >= floor
+    except InvalidVersion:
+        return False
+
+
+def _judge_record(name: str, version: str, record: dict[str, Any], finding: Finding) -> None:
+    if record["files"] == 0:
+        finding.notes.append(f"{name} {version}: no RECORD with hashes, so its files cannot be checked")
+    for kind in ("modified", "missing"):
+        paths = record[kind]
+        if paths:
+            shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+            finding.integrity.append(
+                f"{name} {version}: {len(paths)} installed file(s) {kind} since pip installed them ({shown}); "
+                f"reinstall with 'pip install --force-reinstall --no-deps' the wheel you meant to run")
+
+
+def sglang_pins(sglang: dict[str, Any], markers: dict[str, str]) -> dict[str, Requirement]:
+    """SGLang's requirements that apply in the examined environment, by canonical name."""
+    pins: dict[str, Requirement] = {}
+    for text in sglang.get("requires", []):
+        try:
+            requirement = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is None or requirement.marker.evaluate({**markers, "extra": ""}):
+            pins[canonicalize_name(requirement.name)] = requirement
+    return pins
+
+
+def check_pin(sglang: dict[str, Any], flashinfer_version: str, markers: dict[str, str], finding: Finding) -> None:
+    """SGLang pins flashinfer-python exactly; `pip install --no-deps` does not check that, so doctor does."""
+    requirement = sglang_pins(sglang, markers).get("flashinfer-python")
+    if requirement is not None and not requirement.specifier.contains(flashinfer_version, prereleases=True):
+        finding.problems.append(
+            f"sglang {sglang['version']} requires {requirement}, but flashinfer-python {flashinfer_version} "
+            f"is installed; install the pair of one stack ('nvfp4-overlay install --stack NAME' prints how)")
