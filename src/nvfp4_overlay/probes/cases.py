@@ -340,18 +340,18 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "nvfp4_kv_quantize": _nvfp4_kv_quantize,
     "mxfp8_quantize": _mxfp8_quantize,
     "mxfp4_quantize": _mxfp4_quantize,
-}
-# The serving path's entry points: the trace ladder calls them once the probe has the stubs they
-# need (probes/serving_stubs.py: the cubin loader, the AutoTuner).
-SERVING_TABLES: dict[str, Callable[[Any], list[Row]]] = {
-    "mm_fp4": _mm_fp4,
     "rmsnorm_quant": lambda sf_layout: _norm_rows(fused=False),
     "fused_add_rmsnorm_quant": lambda sf_layout: _norm_rows(fused=True),
+}
+# The overlay's PENDING entry points (entries.py): their tables are ready; the ladder calls them once
+# its stubs reach their kernels on a CPU (probes/serving_stubs.py).
+PENDING_TABLES: dict[str, Callable[[Any], list[Row]]] = {
+    "mm_fp4": _mm_fp4,
     "trtllm_fp4_block_scale_moe": lambda sf_layout: _moe_rows(routed=False),
     "trtllm_fp4_block_scale_routed_moe": lambda sf_layout: _moe_rows(routed=True),
 }
-_TABLES.update(SERVING_TABLES)
+_TABLES.update(PENDING_TABLES)
 
 # The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.
-CANDIDATES: tuple[str, ...] = tuple(name for name in _TABLES if name not in SERVING_TABLES)
-SERVING: tuple[str, ...] = tuple(SERVING_TABLES)
+CANDIDATES: tuple[str, ...] = tuple(name for name in _TABLES if name not in PENDING_TABLES)
+PENDING: tuple[str, ...] = tuple(PENDING_TABLES)

@@ -106,12 +106,12 @@ class _Live:
 
     def __init__(self, routed: Callable[..., Any], upstream: Callable[..., Any]) -> None:
         # Nothing of the wrapper's own attributes is copied: they are read from it when asked for.
-        self.__dict__.update(__call__=routed, __wrapped__=upstream, __name__=routed.__name__,
+        self.__dict__.update(_routed=routed, __wrapped__=upstream, __name__=routed.__name__,
                              __qualname__=routed.__qualname__, __doc__=routed.__doc__, __module__=routed.__module__,
                              __nvfp4_overlay_op__=routed.__nvfp4_overlay_op__)  # type: ignore[attr-defined]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__["__call__"](*args, **kwargs)
+        return self.__dict__["_routed"](*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["__wrapped__"], name)
