@@ -338,9 +338,9 @@ def load_audit(patches_dir: Path) -> Audit:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         msg = f"{path}: cannot read the serving-API audit ({exc}); restore it from git"
         raise ConfigError(msg) from exc
-    bad = [r for r in rules if r.verdict not in ("routed", "out of scope") or not r.why.strip()]
+    bad = [r for r in rules if r.verdict not in ("routed", "pending", "out of scope") or not r.why.strip()]
     if bad:
-        msg = f"{path}: rules need a verdict ('routed' or 'out of scope') and a reason: {bad[:3]}"
+        msg = f"{path}: rules need a verdict ('routed', 'pending' or 'out of scope') and a reason: {bad[:3]}"
         raise ConfigError(msg)
     return Audit(rules)
 
@@ -363,3 +363,36 @@ def as_json(functions: Iterable[PublicFunction], audit: Audit) -> list[dict[str,
         rows.append({"function": f.key, "loaders": list(f.loaders), "via": list(f.via),
                      "verdict": rule.verdict if rule else None, "why": rule.why if rule else None})
     return rows
+
+
+def markdown_table(audit: Audit) -> str:
+    """The audit as docs show it: each routed or pending function, then each reason for leaving the
+    others out of scope with how many exact names and which module families it covers."""
+    rows = ["| function | verdict | why |", "| --- | --- | --- |"]
+    for r in sorted((r for r in audit.rules if r.verdict != "out of scope"), key=lambda r: (r.verdict, r.name, r.module)):
+        rows.append(f"| `{r.module}.{r.name}` | {r.verdict} | {r.why} |")
+    reasons: dict[str, tuple[int, list[str]]] = {}
+    for r in audit.rules:
+        if r.verdict == "out of scope":
+            count, families = reasons.get(r.why, (0, []))
+            reasons[r.why] = (count + (not _is_glob(r.name)), families + ([r.module] if _is_glob(r.name) else []))
+    for why, (count, families) in sorted(reasons.items()):
+        where = f"{count} FP4/FP8/quantize names by exact name" if count else ""
+        if families:
+            where += ("; " if where else "") + "families " + ", ".join(f"`{f}`" for f in sorted(families))
+        rows.append(f"| {where} | out of scope | {why} |")
+    return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- audit:serving-api", "<!-- /audit:serving-api -->"
+
+
+def render_into(document: str, audit: Audit) -> str:
+    """The document with the table between its audit markers made anew."""
+    head, sep, rest = document.partition(BEGIN)
+    marker, _, tail = rest.partition("\n")
+    _, end, after = tail.partition(END)
+    if not sep or not end:
+        msg = f"the document has no {BEGIN} ... {END} region to render the serving-API audit into"
+        raise ConfigError(msg)
+    return f"{head}{BEGIN}{marker}\n{markdown_table(audit)}{END}{after}"
