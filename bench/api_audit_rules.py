@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
 from route_patches import routed_names  # noqa: E402
+
+from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
 
 PENDING = {"mm_fp4", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"}
 OUT = "out of scope"

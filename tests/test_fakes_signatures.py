@@ -15,7 +15,6 @@ import shutil
 import sys
 import types
 import zipfile
-from pathlib import Path
 from typing import Any
 
 import pytest

@@ -324,7 +324,8 @@ class Audit:
 
     def verdict(self, fn: PublicFunction) -> Rule | None:
         exact = [r for r in self.rules if not _is_glob(r.name) and r.matches(fn)]
-        return (exact or [r for r in self.rules if r.matches(fn)] or [None])[0]
+        found = exact or [r for r in self.rules if r.matches(fn)]
+        return found[0] if found else None
 
     def routed(self) -> frozenset[str]:
         return frozenset(r.name for r in self.rules if r.verdict == "routed")

@@ -241,7 +241,9 @@ def _fp4_gemm(m: int, k: int, n: int, block: int = 16) -> Callable[[Any], tuple[
     """(a, b, a_descale, b_descale, alpha): packed FP4 a (m, k/2), b the column-major (k/2, n) view
     of an (n, k/2) weight, 128x4 scale factors (rows padded to 128), a scalar alpha."""
     def inputs(torch: Any) -> tuple[Any, ...]:
-        pad = lambda rows: (rows + 127) // 128 * 128  # noqa: E731
+        def pad(rows: int) -> int:
+            return (rows + 127) // 128 * 128
+
         return (_u8(m, k // 2)(torch), _u8(n, k // 2)(torch).t(), _u8(pad(m), k // block)(torch),
                 _u8(pad(n), k // block)(torch).t(), torch.tensor([1.0]))
     return inputs
@@ -295,8 +297,12 @@ def _moe(tokens: int, routed: bool, pair: bool = False) -> dict[str, Callable[[A
             return picked, torch.rand(tokens, _TOP_K, dtype=torch.bfloat16)
         return (torch.randint(1, 1 << 14, (tokens, _TOP_K), dtype=torch.int32) << 16) | picked
 
-    f8 = lambda *shape: lambda torch: _u8(*shape)(torch).view(torch.float8_e4m3fn)  # noqa: E731
-    scalars = lambda torch: torch.ones(_EXPERTS)  # noqa: E731
+    def f8(*shape: int) -> Callable[[Any], Any]:
+        return lambda torch: _u8(*shape)(torch).view(torch.float8_e4m3fn)
+
+    def scalars(torch: Any) -> Any:
+        return torch.ones(_EXPERTS)
+
     args: dict[str, Any] = {
         "routing_bias": None, "hidden_states": _u8(tokens, _HIDDEN // 2), "hidden_states_scale": f8(tokens, _HIDDEN // 16),
         "gemm1_weights": _u8(_EXPERTS, 2 * _INTER, _HIDDEN // 2), "gemm1_weights_scale": f8(_EXPERTS, 2 * _INTER, _HIDDEN // 16),

@@ -94,7 +94,7 @@ def install(box: Any) -> None:
         box.tactics = []
     # The GEMM runners ask for the current CUDA stream; a CPU build of torch has none (as
     # flashinfer_trace makes Tensor.cuda() an identity).
-    torch._C._cuda_getCurrentRawStream = lambda device=None: 0  # type: ignore[attr-defined]
+    torch._C._cuda_getCurrentRawStream = lambda device=None: 0
     _answering_kernels(box)
     _warm_cubin_cache(box)
     _recording_tuner(box)
@@ -153,7 +153,7 @@ def _recording_tuner(box: Any) -> None:
         box.tactics.append([custom_op, bool(torch.compiler.is_compiling())])
         return runners[0], -1  # upstream's fallback: the first runner, its default tactic
 
-    autotuner.AutoTuner.choose_one = choose_one  # type: ignore[method-assign]
+    autotuner.AutoTuner.choose_one = choose_one
 
 
 def _flashinfer_modules() -> list[Any]:
