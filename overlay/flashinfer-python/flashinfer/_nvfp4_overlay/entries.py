@@ -3,8 +3,15 @@
 One Entry per public function name, for every release that has it. The parameters, their order
 and their schema types come from the release's own signature; only these stay declarative:
 
-- returns: the op's output schema;
-- fake: the function of fakes.py that allocates the outputs as upstream's wrapper does;
+- returns: what upstream returns (Result): "(Tensor, Tensor)", "[output]" (a list holding the
+  parameter ``output`` when the caller passed one, else a fresh tensor), "out", "()" (nothing);
+- fake: the function of fakes.py that returns what upstream's wrapper returns; it names the
+  parameters it reads, and only those;
+- inert: the parameters the fake does not read because they do not shape the outputs (a scale,
+  PDL, a tactic hint); every other parameter of the release's signature must be read by the fake or
+  routed on, or the entry point is not routed;
+- since: parameters the fake reads that older releases lack, with the release that added them;
+- mutates: parameters upstream writes into (``out``, a residual): the op declares them mutated;
 - routes: parameter -> the values that take the op while tracing (the others stay upstream's
   path, e.g. the experimental cute-dsl backend, whose outputs no fake here is proven for);
 - codecs: parameters whose values no schema type carries, with upstream's own encoding;
@@ -17,9 +24,52 @@ and their schema types come from the release's own signature; only these stay de
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from . import fakes
+
+
+@dataclass(frozen=True)
+class Result:
+    """What upstream returns, as entries.py spells it, and how the op's fresh tensors map onto it.
+
+    "(Tensor, Tensor)": a tuple of fresh tensors; "[output]": a list holding the parameter
+    ``output`` when the caller passed one, else a fresh tensor; "out": the parameter or a fresh
+    tensor; "()": None. The op returns the fresh tensors only, in order (an op's output may not
+    alias its input); assemble() puts upstream's result back together around them.
+    """
+
+    text: str
+
+    @property
+    def container(self) -> str:
+        return {"(": "tuple", "[": "list"}.get(self.text[:1], "single")
+
+    @property
+    def slots(self) -> Tuple[str, ...]:
+        inner = self.text.strip("()[]")
+        return tuple(s.strip() for s in inner.split(",") if s.strip())
+
+    def fresh(self, values: Mapping[str, Any], result: Any) -> List[Any]:
+        """The tensors of upstream's result that are not a parameter handed back."""
+        items = [result] if self.container == "single" else list(result or ())
+        if len(items) != len(self.slots):
+            raise RuntimeError(f"nvfp4-overlay: upstream returned {len(items)} values, entries.py says {self.text}")
+        out = []
+        for slot, item in zip(self.slots, items):
+            if slot != "Tensor" and values.get(slot) is not None:
+                if item is not values[slot]:
+                    raise RuntimeError(f"nvfp4-overlay: upstream did not hand back {slot} as entries.py says")
+                continue
+            out.append(item)
+        return out
+
+    def assemble(self, values: Mapping[str, Any], fresh: List[Any]) -> Any:
+        tensors = iter(fresh)
+        items = [values[s] if s != "Tensor" and values.get(s) is not None else next(tensors) for s in self.slots]
+        if self.container == "tuple":
+            return tuple(items) if items else None
+        return items if self.container == "list" else items[0]
 
 
 @dataclass(frozen=True)
@@ -41,11 +91,21 @@ class Codec:
 class Entry:
     returns: str
     fake: Callable[..., Any]
+    inert: FrozenSet[str] = frozenset()
+    since: Mapping[str, str] = field(default_factory=dict)
+    mutates: FrozenSet[str] = frozenset()
     routes: Mapping[str, FrozenSet[Any]] = field(default_factory=dict)
     codecs: Mapping[str, Codec] = field(default_factory=dict)
     types: Mapping[str, str] = field(default_factory=dict)
     hidden: Mapping[str, Tuple[str, Any]] = field(default_factory=dict)
     when: Optional[Callable[[Mapping[str, Any]], bool]] = None
+    # upstream's decorator sets attributes on its wrapper at call time that the function's body
+    # reads back through its module global (backend_requirement's suitable_auto_backends, mm_fp4)
+    live_attributes: bool = False
+
+    @property
+    def result(self) -> Result:
+        return Result(self.returns)
 
 
 def _4over6_code(upstream: Mapping[str, Any], value: Any) -> int:
@@ -83,15 +143,57 @@ SF_LAYOUT = Codec("int", _sf_layout_code, _sf_layout,
 SF_LAYOUT_OR_NONE = Codec("int?", _sf_layout_code, _sf_layout,
                           lambda upstream, value: value is None or isinstance(value, upstream["SfLayout"]))
 
+# topk_ids of trtllm_fp4_block_scale_routed_moe: a packed tensor, or (from 0.7.0) a (ids, weights)
+# pair; it travels as a list of one or two tensors.
+def _tensors(upstream: Mapping[str, Any], value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else [value]
+
+
+def _tensor_or_pair(upstream: Mapping[str, Any], value: Any) -> Any:
+    return value[0] if len(value) == 1 else tuple(value)
+
+
+TENSOR_OR_PAIR = Codec("Tensor[]", _tensors, _tensor_or_pair, lambda upstream, value: _is_tensors(value))
+
+
+def _is_tensors(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, tuple):
+        return len(value) == 2 and all(isinstance(v, torch.Tensor) for v in value)
+    return isinstance(value, torch.Tensor)
+
+
+# A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
+NONE_ONLY = Codec("int?", lambda upstream, value: None, lambda upstream, code: None,
+                  lambda upstream, value: value is None)
+
+
 # The cuda kernels; 0.7.4's "auto" is "cuda" unless batch_invariant. Not routed: "cute-dsl" and
 # "cake" (other kernels, other allocations) and batch_invariant=True.
 _CUDA = {"backend": frozenset({"cuda", "auto"}), "batch_invariant": frozenset({False})}
 _TENSORS = {"a": "Tensor", "mask": "Tensor"}
+_4OVER6 = {"nvfp4_4over6": "0.7.1"}
+# mm_fp4: every backend but the experimental "cake" (0.7.2 on; its own allocation path).
+_MM_FP4_BACKENDS = frozenset({"cudnn", "trtllm", "cutlass", "cute-dsl", "cutedsl_low_latency", "b12x", "auto"})
+# trtllm-gen MoE: what the fakes never read (scales, weights, routing, tactics and hints: the
+# outputs are (tokens, hidden) bf16 whatever they are).
+_TRTLLM_MOE_INERT = frozenset({
+    "routing_logits", "topk_ids", "routing_bias", "hidden_states_scale", "gemm1_weights",
+    "gemm1_weights_scale", "gemm1_bias", "gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit",
+    "gemm2_weights", "gemm2_weights_scale", "gemm2_bias", "output1_scale_scalar",
+    "output1_scale_gate_scalar", "output2_scale_scalar", "num_experts", "top_k", "n_group",
+    "topk_group", "intermediate_size", "local_expert_offset", "local_num_experts",
+    "routed_scaling_factor", "routing_method_type", "enable_pdl", "gated_act_type", "activation_type",
+    "per_token_scale", "tune_max_num_tokens", "norm_topk_prob", "num_fused_shared_experts",
+    "valid_intermediate_size", "hidden_states_scale_layout", "gemm1_lora_delta", "nvfp4_4over6",
+})
 
 ENTRIES: Dict[str, Entry] = {
     "fp4_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.fp4_quantize,
+        inert=frozenset({"global_scale", "sf_use_ue8m0", "is_global_scale_inversed", "enable_pdl", "nvfp4_4over6"}),
         routes=_CUDA,
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
     ),
@@ -100,6 +202,7 @@ ENTRIES: Dict[str, Entry] = {
     "nvfp4_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.nvfp4_quantize,
+        inert=frozenset({"a_global_sf", "enable_pdl", "expanded_idx_to_permuted_idx", "out_scale", "nvfp4_4over6"}),
         routes={**_CUDA, "do_shuffle": frozenset({False}), "per_token_activation": frozenset({False})},
         codecs={"sfLayout": SF_LAYOUT, "nvfp4_4over6": NVFP4_4OVER6},
         types={"a": "Tensor", "a_global_sf": "Tensor", "do_shuffle": "bool", "sf_vec_size": "int",
@@ -108,30 +211,36 @@ ENTRIES: Dict[str, Entry] = {
     "nvfp4_batched_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.nvfp4_batched_quantize,
+        inert=frozenset({"a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={"a": "Tensor", "a_global_sf": "Tensor?", "sf_vec_size": "int"},
     ),
     "scaled_fp4_grouped_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.scaled_fp4_grouped_quantize,
+        inert=frozenset({"mask", "a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={**_TENSORS, "a_global_sf": "Tensor"},
     ),
     "silu_and_mul_scaled_nvfp4_experts_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.silu_and_mul_scaled_nvfp4_experts_quantize,
+        inert=frozenset({"mask", "a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={**_TENSORS, "a_global_sf": "Tensor?"},
     ),
     "nvfp4_kv_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.nvfp4_kv_quantize,
+        inert=frozenset({"global_scale", "skip_check"}),
         hidden={"skip_check": ("bool", False)},
     ),
     # A CPU tensor takes upstream's host branch (another kernel, another allocation): not routed.
     "mxfp8_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.mxfp8_quantize,
+        inert=frozenset({"enable_pdl"}),
+        since={"sf_swizzle_layout": "0.6.7"},
         routes=_CUDA,
         codecs={"sf_swizzle_layout": SF_LAYOUT_OR_NONE},
         when=lambda values: values["input"].device.type != "cpu",
@@ -139,8 +248,64 @@ ENTRIES: Dict[str, Entry] = {
     "mxfp4_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.mxfp4_quantize,
+        inert=frozenset({"enable_pdl"}),
+        since={"sfLayout": "0.6.16"},
         routes=_CUDA,
         codecs={"sfLayout": SF_LAYOUT},
         types={"a": "Tensor"},
+    ),
+    # Norm + FP8 quantize into `out` (and the residual add in place): nothing returned.
+    "rmsnorm_quant": Entry(
+        returns="()",
+        fake=fakes.nothing,
+        inert=frozenset({"out", "input", "weight", "scale", "eps", "enable_pdl"}),
+        mutates=frozenset({"out"}),
+    ),
+    "fused_add_rmsnorm_quant": Entry(
+        returns="()",
+        fake=fakes.nothing,
+        inert=frozenset({"out", "input", "residual", "weight", "scale", "eps", "enable_pdl"}),
+        mutates=frozenset({"out", "residual"}),
+    ),
+}
+
+# Written and compiled to one op each, but not routed yet: the trace ladder cannot hold their fakes
+# to upstream's wrapper until its stubs reach their kernels on a CPU (the GEMM runners' CUDA stream,
+# the trtllm-gen kernel-list header). route() never reads this table.
+PENDING: Dict[str, Entry] = {
+    # The GEMM: `out` when the caller passes it (written in place and handed back), else a fresh
+    # (m, n) tensor of out_dtype. backend_requirement's checks, the backend heuristic, the runners
+    # and the AutoTuner's tactic all run when the graph executes.
+    "mm_fp4": Entry(
+        returns="out",
+        fake=fakes.mm_fp4,
+        inert=frozenset({"a_descale", "b_descale", "alpha", "block_size", "use_8x4_sf_layout", "use_nvfp4",
+                         "enable_pdl", "skip_check"}),
+        mutates=frozenset({"out"}),
+        routes={"backend": _MM_FP4_BACKENDS, "batch_invariant": frozenset({False})},
+        hidden={"skip_check": ("bool", False)},
+        live_attributes=True,
+    ),
+    # trtllm-gen MoE with the finalize step (do_finalize=True): [output], the caller's or a fresh
+    # (tokens, hidden) bf16. Without finalize, the rows of the result depend on the routing
+    # (a data-dependent shape): upstream's path.
+    "trtllm_fp4_block_scale_moe": Entry(
+        returns="[output]",
+        fake=fakes.trtllm_fp4_block_scale_moe,
+        inert=_TRTLLM_MOE_INERT | {"routing_replay_out", "workspace_buffer"},
+        since={"valid_hidden_size": "0.7.0"},
+        mutates=frozenset({"output", "routing_replay_out", "workspace_buffer"}),
+        routes={"do_finalize": frozenset({True})},
+        codecs={"hidden_states_scale_layout": SF_LAYOUT_OR_NONE, "nvfp4_4over6": NVFP4_4OVER6},
+    ),
+    "trtllm_fp4_block_scale_routed_moe": Entry(
+        returns="[output]",
+        fake=fakes.trtllm_fp4_block_scale_moe,
+        inert=_TRTLLM_MOE_INERT | {"workspace_buffer", "routing_metadata"},
+        since={"valid_hidden_size": "0.7.0"},
+        mutates=frozenset({"output", "workspace_buffer"}),
+        routes={"do_finalize": frozenset({True})},
+        codecs={"topk_ids": TENSOR_OR_PAIR, "hidden_states_scale_layout": SF_LAYOUT_OR_NONE,
+                "nvfp4_4over6": NVFP4_4OVER6, "routing_metadata": NONE_ONLY},
     ),
 }

@@ -1,7 +1,9 @@
 """nvfp4-overlay: the outputs of each routed entry point, allocated as upstream's wrapper does.
 
-A fake takes the entry point's arguments by name (every parameter of the release's signature,
-enums decoded to the release's own members) and returns empty tensors with the shapes, strides and
+A fake takes, by name, the parameters of the entry point that it reads (no others: entries.py
+declares the rest as not shaping the outputs, and opaque.py refuses to route a release whose
+signature has a parameter that neither names; enums decoded to the release's own members) and
+returns empty tensors with the shapes, strides and
 dtypes that upstream's public function and the inner op it calls (``fp4_quantize_sm100`` and its
 kin) produce when the kernel writes nothing: the permuted views of the grouped and experts
 quantizers included. A refusal upstream makes before the kernel is made here too where the
@@ -11,7 +13,7 @@ every carried release and layout. Where upstream's allocation changed between re
 release that changed it is named here (RELEASE is the upstream release this wheel was built from).
 """
 
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 import torch
 from packaging.version import Version
@@ -37,7 +39,6 @@ def fp4_quantize(
     sf_vec_size: int = 16,
     is_sf_swizzled_layout: bool = True,
     is_sf_8x4_layout: bool = False,
-    **_: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     if sf_vec_size not in (16, 32):
         raise NotImplementedError("sf_vec_size can only be 16 or 32")
@@ -69,11 +70,8 @@ def _layout(value: Any, default: str) -> str:
 
 def nvfp4_quantize(
     a: torch.Tensor,
-    a_global_sf: torch.Tensor,
     sfLayout: Any = None,  # noqa: N803 - upstream's name
-    do_shuffle: bool = False,
     sf_vec_size: int = 16,
-    **_: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     # Routed without do_shuffle and per_token_activation: upstream's call of fp4_quantize(a.cuda(), ...).
     layout = _layout(sfLayout, "layout_128x4")
@@ -85,16 +83,14 @@ def nvfp4_quantize(
 def mxfp4_quantize(
     a: torch.Tensor,
     sfLayout: Any = None,  # noqa: N803 - upstream's name
-    **_: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     # fp4_quantize(a.cuda(), <global scale>, 32, True, <layout>); sfLayout from 0.6.16, 128x4 before.
     layout = _layout(sfLayout, "layout_128x4")
-    return fp4_quantize(a.cuda(), sf_vec_size=32, sf_use_ue8m0=True, is_sf_swizzled_layout=layout != "layout_linear",
+    return fp4_quantize(a.cuda(), sf_vec_size=32, is_sf_swizzled_layout=layout != "layout_linear",
                         is_sf_8x4_layout=layout == "layout_8x4")
 
 
-def nvfp4_batched_quantize(a: torch.Tensor, a_global_sf: Any = None, sf_vec_size: int = 16,
-                           **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+def nvfp4_batched_quantize(a: torch.Tensor, sf_vec_size: int = 16) -> Tuple[torch.Tensor, torch.Tensor]:
     b, m, k = a.shape
     x_q = a.new_empty((b, m, k // 2), dtype=torch.uint8)
     sf = a.new_empty((b, _round_up(m, 128) * _round_up(k // sf_vec_size, 4)), dtype=torch.uint8)
@@ -115,19 +111,17 @@ def _experts(input: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return x_q, sf
 
 
-def scaled_fp4_grouped_quantize(a: torch.Tensor, **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+def scaled_fp4_grouped_quantize(a: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     l, m, k = a.shape
     return _experts(a, k)
 
 
-def silu_and_mul_scaled_nvfp4_experts_quantize(a: torch.Tensor,
-                                                **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+def silu_and_mul_scaled_nvfp4_experts_quantize(a: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     l, m, k_by_2 = a.shape  # gate half, then up half
     return _experts(a, k_by_2 // 2)
 
 
-def nvfp4_kv_quantize(input: torch.Tensor, global_scale: torch.Tensor,
-                      **_: Any) -> Tuple[torch.Tensor, torch.Tensor]:
+def nvfp4_kv_quantize(input: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     m, k = input.shape
     if k % 16 != 0:
         raise ValueError(f"K dimension ({k}) must be divisible by 16")
@@ -139,7 +133,6 @@ def mxfp8_quantize(
     is_sf_swizzled_layout: bool = True,
     alignment: int = 32,
     sf_swizzle_layout: Any = None,
-    **_: Any,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     # mxfp8_quantize_sm100's CUDA branch (routed only for tensors that are not on the CPU). The
     # layout: sf_swizzle_layout from 0.6.7, else 128x4 or linear by is_sf_swizzled_layout.
@@ -154,3 +147,27 @@ def mxfp8_quantize(
     else:
         sf_size = _round_up(m, 8 if layout == "layout_8x4" else 128) * _round_up(padded_k // 32, 4)
     return x_q, input.new_empty((sf_size,), dtype=torch.uint8)
+
+
+def nothing() -> None:
+    """rmsnorm_quant, fused_add_rmsnorm_quant: they write into `out` (and the residual) and return None."""
+    return None
+
+
+def mm_fp4(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype = torch.bfloat16,
+           out: Any = None) -> torch.Tensor:
+    # mm_fp4: torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=out_dtype) unless given.
+    if out is not None:
+        return out
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+
+
+def trtllm_fp4_block_scale_moe(hidden_states: torch.Tensor, output: Any = None,
+                               valid_hidden_size: Any = None) -> List[torch.Tensor]:
+    # The finalized output: the caller's, else (tokens, hidden) bf16, hidden counted in values (an
+    # FP4 activation packs two a byte), narrowed to valid_hidden_size from 0.7.0.
+    if output is not None:
+        return [output]
+    hidden = hidden_states.shape[-1] * (2 if hidden_states.dtype == torch.uint8 else 1)
+    width = hidden if valid_hidden_size is None else valid_hidden_size
+    return [hidden_states.new_empty((hidden_states.shape[0], width), dtype=torch.bfloat16)]

@@ -15,6 +15,15 @@ upstream leaves unannotated, and keywords a decorator of upstream's takes beyond
 (``backend_requirement``'s ``skip_check``). A call whose values the op cannot carry as upstream
 would receive them (a float where the schema holds a Tensor, an int where upstream compares
 against its own enum) takes upstream's path.
+
+What upstream returns is declared in entries.py (``returns``): fresh tensors, or a parameter
+upstream hands back when the caller passed one (``out=``, ``output=``). The op returns the fresh
+tensors only (``Tensor[]``: an op's output may not alias its input) and writes in place into the
+parameters entries.py says it mutates (``mutates``: ``out``, a residual), declared in its schema;
+the wrapper puts upstream's result back together. The fake reads only the parameters it names;
+every other parameter of the signature must be declared in entries.py as not shaping the outputs
+(``inert``), or the entry point is not routed (a parameter a new release adds is a refusal, never
+passed by silently).
 """
 
 import functools
@@ -22,11 +31,13 @@ import inspect
 import typing
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
+from packaging.version import Version
 
 from .entries import ENTRIES, Entry
+from .fakes import RELEASE
 
 NAMESPACE = "nvfp4_overlay"
 _ops: Dict[str, Any] = {}  # entry point name -> its custom op, one per process
@@ -64,6 +75,7 @@ class _Plan:
         fn, names, positional, defaults, encode, accepts, op = (
             self.fn, self.names, self.positional, self.defaults, self.encode, self.accepts, self.op)
         routes, when = self.entry.routes, self.entry.when
+        assemble = self.entry.result.assemble
         is_compiling = torch.compiler.is_compiling  # bound once: an eager call pays one call for it
 
         @functools.wraps(fn)
@@ -76,11 +88,36 @@ class _Plan:
                         and all(values[k] in v for k, v in routes.items() if k in values)
                         and all(ok(values[n]) for n, ok in accepts.items())
                         and (when is None or when(values))):
-                    return op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
+                    fresh = op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
+                    return assemble(values, fresh)
             return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
 
         routed.__nvfp4_overlay_op__ = op  # type: ignore[attr-defined]
-        return routed
+        return _Live(routed, fn) if self.entry.live_attributes else routed
+
+
+class _Live:
+    """The routed function as an object whose attributes are upstream's wrapper's, live.
+
+    backend_requirement sets ``suitable_auto_backends`` on its wrapper at each call, and mm_fp4's
+    body reads it back through the module global, which is now this object: a copy made at import
+    (functools.wraps) would be stale.
+    """
+
+    def __init__(self, routed: Callable[..., Any], upstream: Callable[..., Any]) -> None:
+        # Nothing of the wrapper's own attributes is copied: they are read from it when asked for.
+        self.__dict__.update(_routed=routed, __wrapped__=upstream, __name__=routed.__name__,
+                             __qualname__=routed.__qualname__, __doc__=routed.__doc__, __module__=routed.__module__,
+                             __nvfp4_overlay_op__=routed.__nvfp4_overlay_op__)  # type: ignore[attr-defined]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__dict__["_routed"](*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["__wrapped__"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["__wrapped__"], name, value)
 
 
 def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
@@ -110,14 +147,18 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
             names.append(name)
             types.append(schema_type)
             defaults[name] = default
+    problems = disagreements(entry, names, RELEASE)
+    if problems:
+        raise TypeError("; ".join(problems))
+    types = [_mutable(t, i) if n in entry.mutates else t for i, (n, t) in enumerate(zip(names, types))]
     codecs = {n: (c, c.scope(inner.__globals__)) for n, c in entry.codecs.items() if n in names}
     encode = {n: functools.partial(c.encode, scope) for n, (c, scope) in codecs.items()}
     decode = {n: functools.partial(c.decode, scope) for n, (c, scope) in codecs.items()}
     accepts = {n: functools.partial(c.accepts, scope) for n, (c, scope) in codecs.items()}
     for n, t in zip(names, types):
-        if t in ("Tensor", "Tensor?"):
-            accepts[n] = _is_tensor if t == "Tensor" else _is_tensor_or_none
-    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> {entry.returns}"
+        if t.startswith("Tensor") and not t.endswith("[]"):
+            accepts[n] = _is_tensor_or_none if t.endswith("?") else _is_tensor
+    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> Tensor[]"
     op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode)
     return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op)
 
@@ -128,6 +169,26 @@ def _is_tensor(value: Any) -> bool:
 
 def _is_tensor_or_none(value: Any) -> bool:
     return value is None or isinstance(value, torch.Tensor)
+
+
+def _mutable(schema_type: str, index: int) -> str:
+    """Tensor -> Tensor(a3!): the op writes into it (each mutated parameter its own alias set)."""
+    return f"Tensor(a{index}!){schema_type[len('Tensor'):]}"
+
+
+def disagreements(entry: Entry, names: Sequence[str], release: Version) -> List[str]:
+    """Where the fake and the release's signature (names: its parameters and hidden keywords) disagree.
+
+    Every parameter the fake reads is in the signature, unless entries.py says the release is older
+    than the one that added it (``since``); every parameter of the signature is read by the fake,
+    routed on (``routes``) or declared as not shaping the outputs (``inert``).
+    """
+    reads = [p for p in inspect.signature(entry.fake).parameters]
+    problems = [f"the fake reads {p!r}, which this release's signature lacks" for p in reads
+                if p not in names and not (p in entry.since and release < Version(entry.since[p]))]
+    problems += [f"parameter {n!r} is neither read by the fake nor declared in entries.py as not shaping "
+                 f"the outputs" for n in names if n not in reads and n not in entry.inert and n not in entry.routes]
+    return problems
 
 
 def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
@@ -146,14 +207,19 @@ def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
 
 def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema: str,
             decode: Mapping[str, Callable[[Any], Any]]) -> Any:
+    reads = tuple(inspect.signature(entry.fake).parameters)
+
     def real(*values: Any) -> Any:
         # Runs when the graph executes, where is_compiling() is False: upstream's own body.
-        return fn(**{n: decode[n](v) if n in decode else v for n, v in zip(names, values)})
+        given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
+        return entry.result.fresh(given, fn(**given))
 
     def fake(*values: Any) -> Any:
-        return entry.fake(**{n: decode[n](v) if n in decode else v for n, v in zip(names, values)})
+        given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
+        return entry.result.fresh(given, entry.fake(**{n: given[n] for n in reads if n in given}))
 
-    op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real, mutates_args=(), schema=schema)
+    op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real,
+                                 mutates_args=tuple(n for n in names if n in entry.mutates), schema=schema)
     op.register_fake(fake)
     _ops[fn.__name__] = op
     return op
@@ -161,6 +227,8 @@ def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema
 
 def _schema_type(hint: Any, name: str) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Union and set(args) == {float, torch.Tensor}:
+        return "Tensor"  # rmsnorm_quant's scale: routed as a tensor; a float takes upstream's path
     if origin is typing.Union and len(args) == 2 and type(None) in args:
         inner = next(a for a in args if a is not type(None))
         return _schema_type(inner, name) + "?"

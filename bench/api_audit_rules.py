@@ -1,0 +1,89 @@
+"""Write patches/flashinfer-python/audit-serving-api.json from scans of the carried releases.
+
+python bench/api_audit_rules.py SCAN.json...   (each: api_audit.reaching() of one release, as
+[{"key": "flashinfer.x.f", ...}]). Names with an FP4/FP8/quantization marker get a rule each, by
+exact name; the others a rule per module family. The verdict and the reason come from CATEGORIES
+below, the first pattern that matches the function's full name; a name no category explains stops
+the script (classify it by hand). Review the diff before committing: the JSON is the audit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from route_patches import routed_names  # noqa: E402
+
+from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
+
+PENDING = {"mm_fp4", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"}
+OUT = "out of scope"
+CATEGORIES: list[tuple[str, str, str]] = [
+    (r"\.(jit|aot|artifacts|compilation_context|__main__|collect_env|jit_cache)(\.|$)", OUT,
+     "build machinery: JIT spec generators, AOT packaging, artifact download; not called in a model's forward"),
+    (r"\.autotuner\.", OUT, "the AutoTuner itself: tactic selection runs inside the entry points (at op run time for routed ones)"),
+    (r"\.(experimental|cake|cake_\w+|prims_ts|batch_invariant)(\.|$)", OUT,
+     "experimental or generated-program (Cake) kernels, and batch-invariant variants: opt-in paths outside the NVFP4 serving stack"),
+    (r"\.(comm|moe_ep|dllm|nvshmem)(\.|$)", OUT,
+     "communication (all-reduce, all-to-all, expert parallel): SGLang runs it outside the compiled region or in its own ops"),
+    (r"\.(attention|decode|prefill|mla|cascade|pod|sparse|xqa|cudnn|sdsa|msa_ops|gqa_train|fmha\w*|page|rope|concat_ops)(\.|$)", OUT,
+     "attention and KV-cache kernels (BF16/FP8): SGLang wraps its attention backends in its own custom ops, the piecewise graph's split points"),
+    (r"\.(sampling|logits_processor|topk|topk_varlen)(\.|$)", OUT, "sampling: runs outside the compiled model region"),
+    (r"\.(mamba|gdn\w*|kda\w*|mhc|diffusion_ops|chunked_lm_head|qwen_3_\d_block|cute_dsl)(\.|$)", OUT,
+     "model-specific or CuTe-DSL kernels outside the NVFP4 GEMM/MoE/quantize path (CuTe DSL compiles without the JIT loader)"),
+    (r"\.norm(\.|$)", OUT, "BF16 norms: not quantizing; SGLang wraps its norms or calls them outside fullgraph regions"),
+    (r"\.activation\.", OUT, "BF16 activations: not quantizing"),
+    (r"\.(utils|tllm_utils|api_logging|testing|trtllm_low_latency_gemm|grouped_mm|deep_gemm|routergemm\w*|tgv\w*)(\.|$)", OUT,
+     "helpers, logging, or GEMMs that are not FP4 (BF16/FP8 DeepGEMM, router GEMM, low-latency BF16/FP8 GEMM)"),
+    (r"fp8|mxfp8|int8|int4|w4a8|w4a16|mxint4", OUT,
+     "FP8/INT quantization or GEMM/MoE: outside the NVFP4 path this project routes (breaks fullgraph upstream like any loader)"),
+    (r"\.(gemm|fused_moe)(\.|$)", OUT,
+     "BF16/FP8 GEMM and MoE machinery (module getters, runners, wrappers) or FP4 helpers not called in a forward pass"),
+    (r"(dequant|interleave|shuffle|block_scale|packbits|e2m1|get_\w*module|_sf_)", OUT,
+     "weight preparation, dequantization or module getters: run at load time or in tests, not in a compiled forward"),
+    (r"fp4|nvfp|mxfp4|quant", OUT,
+     "other FP4 quantizers and helpers no SGLang stack calls inside a compiled region (listed so a new one is noticed)"),
+    (r"\.(\w+)\.", OUT, "a kernel family outside the FP4 serving path"),
+]
+
+
+def verdict(key: str) -> tuple[str, str]:
+    name = key.rsplit(".", 1)[1]
+    if name in routed_names():
+        return "routed", "routed to one opaque op while dynamo traces (entries.py)"
+    if name in PENDING:
+        return "pending", "its fake and cases are written (entries.PENDING); routed once the ladder's stubs reach its kernel"
+    for pattern, answer, why in CATEGORIES:
+        if re.search(pattern, key):
+            return answer, why
+    raise SystemExit(f"{key}: no category explains it; classify it by hand")
+
+
+def main(scans: list[str]) -> int:
+    keys = sorted({row["key"] for scan in scans for row in json.loads(Path(scan).read_text())})
+    rules, families = [], {}
+    for key in keys:
+        module, name = key.rsplit(".", 1)
+        answer, why = verdict(key)
+        if any(m in name.lower() for m in MARKERS) or answer != OUT:
+            rules.append({"module": module, "name": name, "verdict": answer, "why": why})
+        else:
+            family = ".".join(module.split(".")[:2])
+            families.setdefault((family, why), None)
+    for (family, why) in families:
+        rules.append({"module": family if family == "flashinfer" else f"{family}*", "name": "*",
+                      "verdict": OUT, "why": why})
+    path = ROOT / "patches" / "flashinfer-python" / AUDIT
+    path.write_text(json.dumps({"rules": rules}, indent=1) + "\n")
+    print(f"wrote {path}: {len(rules)} rules for {len(keys)} functions", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,160 @@
+"""Probe stubs for FlashInfer's serving APIs: a warm cubin cache, a recording AutoTuner, kernels that answer.
+
+The GEMM and MoE entry points reach more than the JIT build that flashinfer_trace.py stubs: the
+cubin loader (``flashinfer.jit.cubin_loader``: checksums, the kernel-list header and the cubins,
+downloaded on a cache miss; ``setup_cubin_loader`` hands a ctypes callback to the built library),
+the AutoTuner (``AutoTuner.get().choose_one``: the tactic), and kernel modules whose Python wrappers
+use what a kernel function returns (a runner object, a tactic count). Stubbed here, each the way a
+server with a warm cache sees it, so that everything above the kernel is the wheel's own code:
+
+- the cubin cache is a directory of this process's own (``FLASHINFER_CUBIN_DIR``) that starts empty;
+  a cache miss "downloads" by writing the file there (a checksum list that names the header, or a
+  placeholder), with the checksum check off, so ``load_cubin`` reads real files as upstream does
+  (and logs first, which is where dynamo gives up upstream);
+- ``setup_cubin_loader`` records the library it was handed instead of opening it with ctypes;
+- ``AutoTuner.choose_one`` records each tactic choice (the op and whether dynamo was tracing) and
+  answers upstream's own fallback (the first runner, tactic -1), without profiling;
+- a kernel module's functions record their arguments, as flashinfer_trace's do, and return a value
+  that answers any further call or attribute (a runner, a tactic count of 1), never a tensor.
+
+install(box) applies them all after flashinfer_trace's own stubs; box.launches gets the kernel
+calls, box.tactics the tactic choices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# A checksum list for any artifact directory names every header the release's JIT specs ask
+# get_meta_hash for (the kernel-list header, the batched-GEMM export headers): their names are the
+# string constants ending in .h of flashinfer/jit/.
+_HEADER = re.compile(r"[\"']([\w/]+\.h)[\"']")
+
+
+class Answer:
+    """What a stubbed kernel function returns: callable, indexable, an int where Python asks for one."""
+
+    def __init__(self, box: Any, name: str) -> None:
+        self._box, self._name = box, name
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _kernel(self._box, f"{self._name}.{name}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _kernel(self._box, self._name)(*args, **kwargs)
+
+    def __int__(self) -> int:
+        return 1
+
+    __index__ = __int__
+
+    def __iter__(self) -> Any:
+        return iter(())
+
+    def __bool__(self) -> bool:
+        return True
+
+
+def _kernel(box: Any, name: str) -> Any:
+    from nvfp4_overlay.probes.flashinfer_trace import describe
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        box.launches.append([name, *[describe(a) for a in args],
+                             *[[k, describe(v)] for k, v in sorted(kwargs.items())]])
+        return Answer(box, f"{name}()")
+
+    return launch
+
+
+class AnsweringModule:
+    """A built JIT module whose every function records its call and answers (Answer)."""
+
+    def __init__(self, box: Any) -> None:
+        self._box = box
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _kernel(self._box, name)
+
+
+def install(box: Any) -> None:
+    """The stubs above, over the FlashInfer this process imported (after flashinfer_trace's)."""
+    import torch
+
+    if not hasattr(box, "tactics"):
+        box.tactics = []
+    # The GEMM runners ask for the current CUDA stream; a CPU build of torch has none (as
+    # flashinfer_trace makes Tensor.cuda() an identity).
+    torch._C._cuda_getCurrentRawStream = lambda device=None: 0
+    _answering_kernels(box)
+    _warm_cubin_cache(box)
+    _recording_tuner(box)
+
+
+def _answering_kernels(box: Any) -> None:
+    from flashinfer.jit import core as jit_core
+
+    def build_and_load(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # As flashinfer_trace's stub: the spec's file lock is taken, as upstream's loader takes it.
+        with jit_core.FileLock(self.lock_path, thread_local=False):
+            return AnsweringModule(box)
+
+    for obj in list(vars(jit_core).values()):
+        if isinstance(obj, type) and issubclass(obj, jit_core.JitSpec):
+            obj.build_and_load = build_and_load  # type: ignore[attr-defined]
+
+
+def _warm_cubin_cache(box: Any) -> None:
+    from flashinfer.jit import cubin_loader
+
+    cache = Path(os.environ.get("NVFP4_OVERLAY_CUBIN_DIR") or tempfile.mkdtemp(prefix="cubins-"))
+    os.environ["FLASHINFER_CUBIN_CHECKSUM_DISABLED"] = "1"
+    for module in _flashinfer_modules():
+        if getattr(module, "FLASHINFER_CUBIN_DIR", None) is not None:
+            module.FLASHINFER_CUBIN_DIR = cache
+    box.cubin_dir = str(cache)
+
+    headers = {"flashinferMetaInfo.h", "flashInferMetaInfo.h"}
+    for source in Path(cubin_loader.__file__).parent.rglob("*.py"):
+        headers |= set(_HEADER.findall(source.read_text(errors="replace")))
+    placeholder = "placeholder\n"
+    digest = hashlib.sha256(placeholder.encode()).hexdigest()  # what a header "downloaded" here holds
+    checksums = "".join(f"{digest} include/{h}\n" for h in sorted(headers))
+
+    def download_file(uri: str, path: str, *args: Any, **kwargs: Any) -> bool:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(checksums if target.name == "checksums.txt" else placeholder)
+        return True
+
+    def setup_cubin_loader(dll_path: str) -> None:
+        box.launches.append(["setup_cubin_loader", ["value", repr(os.path.basename(str(dll_path)))]])
+
+    cubin_loader.download_file = download_file
+    for module in _flashinfer_modules():
+        if getattr(module, "setup_cubin_loader", None) is not None:
+            module.setup_cubin_loader = setup_cubin_loader
+
+
+def _recording_tuner(box: Any) -> None:
+    import torch
+    from flashinfer import autotuner
+
+    def choose_one(self: Any, custom_op: str, runners: Any, *args: Any, **kwargs: Any) -> Any:
+        box.tactics.append([custom_op, bool(torch.compiler.is_compiling())])
+        return runners[0], -1  # upstream's fallback: the first runner, its default tactic
+
+    autotuner.AutoTuner.choose_one = choose_one
+
+
+def _flashinfer_modules() -> list[Any]:
+    return [m for n, m in list(sys.modules.items()) if m is not None and n.startswith("flashinfer")]

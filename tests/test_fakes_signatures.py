@@ -1,0 +1,113 @@
+"""The fakes, the cases and each release's signatures agree both ways, in every carried release.
+
+Every parameter a fake reads is in the release's signature (or entries.py says the release predates
+it); every parameter of the signature is read by the fake, routed on or declared as not shaping the
+outputs (entries.py ``inert``); every keyword a case passes that applies to the release is in its
+signature, and each entry point keeps its minimum of cases. The signatures are read from the wheels
+(the routed def, where the patch decorates it); the overlay is imported from this checkout.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import shutil
+import sys
+import types
+import zipfile
+from typing import Any
+
+import pytest
+from helpers import OVERLAY, PATCHES, ROOT, cache_dir, fetch_upstream
+from packaging.version import Version
+
+from nvfp4_overlay import api_audit
+from nvfp4_overlay.manifest import all_targets
+from nvfp4_overlay.probes import cases
+
+pytestmark = [pytest.mark.torch]
+RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
+PACKAGES = ("flashinfer", "flashinfer.fused_moe", "flashinfer.norm", "flashinfer.gemm")
+
+
+@pytest.fixture(scope="module")
+def overlay(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The overlay's modules, imported from this checkout under a package of their own."""
+    root = tmp_path_factory.mktemp("overlay")
+    package = root / "fi_overlay_under_test"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_build_meta.py").write_text('__version__ = "0.7.4"\n')
+    shutil.copytree(OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay", package / "_nvfp4_overlay")
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module("fi_overlay_under_test._nvfp4_overlay.opaque")
+    finally:
+        sys.path.remove(str(root))
+
+
+def signatures(release: str, names: list[str]) -> dict[str, list[str]]:
+    """name -> the parameter names of the def the patch decorates, read from the upstream wheel."""
+    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
+    with zipfile.ZipFile(wheel) as zf:
+        files = api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist() if n.count("/") <= 2})
+    scan = api_audit._Release(files)
+    out = {}
+    for name in names:
+        where = next((scan.resolve(p, name) for p in PACKAGES if scan.resolve(p, name)), None)
+        if where is not None:
+            node = scan.module(where[0]).defs[name]  # type: ignore[union-attr]
+            assert isinstance(node, ast.FunctionDef)
+            a = node.args
+            out[name] = [p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]
+            if any(isinstance(d, ast.Call) and getattr(d.func, "id", "") == "backend_requirement"
+                   for d in node.decorator_list):
+                out[name].append("skip_check")  # the keyword backend_requirement's wrapper takes
+    return out
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("release", RELEASES)
+def test_fakes_and_cases_agree_with_the_signature(overlay: Any, release: str) -> None:
+    entries = overlay.ENTRIES
+    found = signatures(release, list(entries))
+    assert "fp4_quantize" in found
+    for name, params in found.items():
+        assert overlay.disagreements(entries[name], params, Version(release)) == [], (release, name)
+        layout = types.SimpleNamespace(layout_128x4=0, layout_8x4=1, layout_linear=2)
+        rows = cases._TABLES[name](layout)
+        assert cases.applying(name, rows, set(params), release), (release, name)
+        for param, since in entries[name].since.items():  # `since` is exact: not a guess
+            assert (param in params) == (Version(release) >= Version(since)), (release, name, param, since)
+
+
+def test_a_parameter_a_new_release_adds_is_a_refusal(overlay: Any) -> None:
+    """0.7.4's fp4_quantize with a 0.7.5 `pack=False` (unpacked uint8, twice as wide): the fake does
+    not know it, so the entry point must not be routed; the refusal names the parameter."""
+    params = signatures("0.7.4", ["fp4_quantize"])["fp4_quantize"] + ["pack"]
+    problems = overlay.disagreements(overlay.ENTRIES["fp4_quantize"], params, Version("0.7.5"))
+    assert problems and "'pack'" in problems[0] and "neither read by the fake" in problems[0]
+
+
+def test_a_renamed_parameter_fails_the_cases_and_the_fake(overlay: Any) -> None:
+    """Upstream renames is_sf_swizzled_layout: the layout rows must not vanish, and the fake must not
+    silently take its default."""
+    params = [p if p != "is_sf_swizzled_layout" else "is_sf_swizzled" for p in
+              signatures("0.7.4", ["fp4_quantize"])["fp4_quantize"]]
+    problems = overlay.disagreements(overlay.ENTRIES["fp4_quantize"], params, Version("0.7.5"))
+    assert any("'is_sf_swizzled_layout'" in p for p in problems) and any("'is_sf_swizzled'" in p for p in problems)
+    with pytest.raises(cases.CaseTableError, match="is_sf_swizzled_layout"):
+        cases.applying("fp4_quantize", cases._TABLES["fp4_quantize"](None), set(params), "0.7.5")
+
+
+def test_a_table_under_its_minimum_is_refused() -> None:
+    rows = cases._TABLES["nvfp4_kv_quantize"](None)[:2]
+    with pytest.raises(cases.CaseTableError, match="fewer than 3"):
+        cases.applying("nvfp4_kv_quantize", rows, {"input", "global_scale", "skip_check"}, "0.7.4")
+
+
+def test_no_fake_swallows_keywords() -> None:
+    text = (OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay" / "fakes.py").read_text()
+    tree = ast.parse(text)
+    assert not [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.args.kwarg], text[:0]
+    assert (ROOT / "src").is_dir()
