@@ -67,9 +67,28 @@ FP4_ODD_K = [
 ]
 
 
+# Keywords a decorator of upstream's takes beyond the signature: backend_requirement's wrapper
+# (nvfp4_kv_quantize, 0.6.7+; mm_fp4) pops skip_check from its kwargs.
+HIDDEN_KEYWORDS = ("skip_check",)
+
+
+def parameters(fn: Callable[..., Any]) -> list[str]:
+    """What a caller may pass: the signature's parameters, then the hidden keywords a wrapper on
+    the __wrapped__ chain reads (the name is a constant of its code)."""
+    names = list(inspect.signature(fn).parameters)
+    for keyword in HIDDEN_KEYWORDS:
+        f: Any = fn
+        while hasattr(f, "__wrapped__"):
+            if keyword in getattr(getattr(f, "__code__", None), "co_consts", ()):
+                names.append(keyword)
+                break
+            f = f.__wrapped__
+    return names
+
+
 def cases(name: str, fn: Callable[..., Any], *, quick: bool = False,
           release: str | None = None) -> Iterator[tuple[str, Make]]:
-    params = set(inspect.signature(fn).parameters)
+    params = set(parameters(fn))
     table = _TABLES.get(name)
     if table is None:
         return

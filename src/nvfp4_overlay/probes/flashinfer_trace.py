@@ -31,7 +31,6 @@ recording kernel as an eager call does.
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import os
 import re
@@ -42,7 +41,7 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import cases as case_table
-from nvfp4_overlay.probes import forking
+from nvfp4_overlay.probes import forking, serving_stubs
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -104,6 +103,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
 
     box = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
     _stub_kernels(jit_core, box)
+    serving_stubs.install(box)  # the cubin loader, the AutoTuner, kernels whose return the wrapper reads
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
     sys.addaudithook(box.audit)
@@ -113,7 +113,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed(),
                            "probed": list(plan["entries"])}
     for name, fn in entries.items():
-        out["entries"][name] = {"signature": _parameters(fn), "schema": _schema(fn)}
+        out["entries"][name] = {"signature": case_table.parameters(fn), "schema": _schema(fn)}
     out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box, tree["path"]))
     # An upstream tree (no overlay) compiles the first case of each entry point, the one
     # behaviour.upstream_fails reads; its other cases run eagerly, for the patched tree's eager
@@ -299,30 +299,12 @@ def eager_op_log(fn: Any, name: str) -> dict[str, Any]:
         return {"ops": []}
     args, kwargs = made[1](torch)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        torch.ones(1)  # the instrument's own control: an op it must see (an in-place entry point allocates none)
         try:
             fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
             return {"error": [type(exc).__name__, str(exc)[:300]]}
     return {"ops": sorted({e.name for e in prof.events()})}
-
-
-# Keywords a decorator of upstream's takes beyond the signature: backend_requirement's wrapper
-# (nvfp4_kv_quantize, 0.6.7+) pops skip_check from its kwargs.
-HIDDEN_KEYWORDS = ("skip_check",)
-
-
-def _parameters(fn: Any) -> list[str]:
-    """What a caller may pass: the signature's parameters, then the hidden keywords a wrapper on
-    the __wrapped__ chain reads (the name is a constant of its code)."""
-    names = list(inspect.signature(fn).parameters)
-    for keyword in HIDDEN_KEYWORDS:
-        f = fn
-        while hasattr(f, "__wrapped__"):
-            if keyword in getattr(getattr(f, "__code__", None), "co_consts", ()):
-                names.append(keyword)
-                break
-            f = f.__wrapped__
-    return names
 
 
 def _routed() -> list[str]:
