@@ -60,6 +60,13 @@ def test_every_lookup_of_the_release_is_classified(release: str) -> None:
     assert missing == [], f"{release}: call sites the audit does not classify: {missing}"
 
 
+@pytest.mark.upstream
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_lookups_0001_replaces_are_the_ones_cuda_py_mirrors(release: str) -> None:
+    """get_cuda_path, get_cuda_version, is_cuda_version_at_least: one text in every carried release."""
+    assert cuda_audit.lookup_changes(_python_files(release)) == []
+
+
 NEW_CALLERS = {  # a release that adds one caller: the file it lands in, the text, the site it must name
     "a new caller of a forwarder": (
         "flashinfer/kda_prefill.py",

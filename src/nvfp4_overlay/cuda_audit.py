@@ -10,6 +10,8 @@ tests refuse a release with a lookup nobody looked at. Pure: it reads file texts
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +22,7 @@ from .cuda_scan import LOOKUPS, UPSTREAMS_OWN, CallSite, call_sites, module_matc
 from .errors import ConfigError
 
 __all__ = ["AUDIT", "LOOKUPS", "Audit", "CallSite", "call_sites", "load_audit", "markdown_table",
-           "module_name", "overlay_table", "render_into", "unclassified", "unclassified_in"]
+           "lookup_changes", "module_name", "overlay_table", "render_into", "unclassified", "unclassified_in"]
 
 AUDIT = "audit-cuda-versions.json"
 TOOLKIT, TORCH, FORWARDS = "toolkit", "torch", "per caller"
@@ -77,6 +79,39 @@ def unclassified(sites: Iterable[CallSite], audit: Audit) -> list[CallSite]:
 def unclassified_in(files: Mapping[str, str], audit: Audit) -> list[CallSite]:
     """The call sites of a release's files (path -> text) that the audit does not classify."""
     return unclassified(call_sites(files, audit.forwarders()), audit)
+
+
+# The upstream functions patch 0001 replaces, as cuda.py mirrors them: sha256 of ast.unparse (so
+# comments and layout do not count), the same in every release from 0.6.1 to 0.7.4. A release whose
+# text differs has a lookup of its own (another toolkit search, say pip's nvcc first), which the
+# decorator line would silently replace with the old one: such a port needs a person.
+REPLACED_IN = "flashinfer/jit/cpp_ext.py"
+REPLACED = {
+    "get_cuda_path": "285c3e7f27735abe44ccff8d2e5e562343f9e3942f92971eff30da4b185ef3d4",
+    "get_cuda_version": "ca91af8cac2dd2815240b49d7ee9e346a9b52874b8475e856f6a45ad65eca291",
+    "is_cuda_version_at_least": "341e06d5cac81eb4333ddda24d16b60732739d34613da32c291a50201fa61f16",
+}
+
+
+def lookup_changes(files: Mapping[str, str]) -> list[str]:
+    """The replaced functions whose upstream text is not the one cuda.py mirrors, as sentences."""
+    text = files.get(REPLACED_IN)
+    if text is None:
+        return [f"{REPLACED_IN}: not in the release; patch 0001 has nothing to replace"]
+    found = {node.name: hashlib.sha256(ast.unparse(node).encode()).hexdigest()
+             for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name in REPLACED}
+    problems = []
+    for name, expected in REPLACED.items():
+        if found.get(name) != expected:
+            what = ("is gone" if name not in found
+                    else f"changed (its text hashes to {found[name][:12]}, 0.6.1-0.7.4's to {expected[:12]})")
+            problems.append(
+                f"{REPLACED_IN}: upstream's {name} {what}; patch 0001 replaces it with cuda.py's mirror of "
+                f"the old lookup, so the patched wheel would not ask what upstream now asks. Read "
+                f"upstream's change; port it into overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda.py "
+                f"and record the new text in cuda_audit.REPLACED, or drop 0001 if upstream's lookup starts "
+                f"no process and traces")
+    return problems
 
 
 def _is_upstreams_own(entry: Mapping[str, Any]) -> bool:

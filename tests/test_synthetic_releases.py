@@ -1,0 +1,147 @@
+"""A new upstream release that the carried series would port silently wrong is refused, naming what and where.
+
+The real 0.7.4 wheel repacked as 0.7.5 (tests/synthetic_release.py) with two changes a release can bring:
+
+- a new JIT module whose nvcc architecture flags follow the toolkit, through the check imported
+  under an alias (probes/cuda_control.py): the audit has never seen the call site;
+- upstream fixing its own lookup (get_cuda_path takes pip's nvcc first, get_cuda_version reads the
+  headers before it runs nvcc): patch 0001's decorator lines still apply, and would put the old
+  lookup back.
+
+``refresh 0.7.4 0.7.5 --dry-run`` must refuse, naming both; ``drift`` sees every hunk apply (it reads
+text, the refusal is behaviour's). Built anyway from the 0.7.4 series, the patched wheel answers the
+new call site as upstream does (the toolkit's release, and one warning), and where pip's toolkit
+sits beside the system's the two lookups pick different toolkits: what the refusal is for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import OVERLAY, PATCHES, cache_dir, run_python
+from synthetic_release import PIP_NVCC, pip_toolkit_first, repack
+
+from nvfp4_overlay import behaviour, cli, fetch, wheels
+from nvfp4_overlay.manifest import Target
+from nvfp4_overlay.probes import cuda_control
+
+pytestmark = [pytest.mark.upstream, pytest.mark.torch]
+
+NEW = "0.7.5"
+
+
+@pytest.fixture(scope="module")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    house = tmp_path_factory.mktemp("wheelhouse")
+    origin = fetch.upstream_wheel(*_pin("0.7.4"), fetch.Source(cache_dir()))
+    repack(origin, NEW, house, {cuda_control.PATH: lambda _: cuda_control.SOURCE,
+                                "flashinfer/jit/cpp_ext.py": pip_toolkit_first})
+    return house
+
+
+def _pin(version: str) -> tuple[Any, Any]:
+    from nvfp4_overlay.manifest import load_upstream
+
+    upstream = load_upstream(PATCHES, Target("flashinfer-python", version))
+    return upstream, upstream.wheels[0]
+
+
+def _cli(*argv: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue() + err.getvalue()
+
+
+def _inputs(wheelhouse: Path) -> list[str]:
+    return ["--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--cache-dir", str(cache_dir()),
+            "--wheelhouse", str(wheelhouse)]
+
+
+def test_refresh_refuses_the_release_naming_the_new_call_site_and_the_new_lookup(wheelhouse: Path) -> None:
+    code, output = _cli("refresh", "flashinfer-python", "0.7.4", NEW, "--dry-run", *_inputs(wheelhouse))
+    assert code == 1, output
+    assert "refresh refused, nothing written" in output
+    module, function = cuda_control.SITE
+    assert f"{module} {function} calls _toolkit_at_least(\"12.9\")" in output
+    assert "upstream's get_cuda_path changed" in output and "upstream's get_cuda_version changed" in output
+    assert not (PATCHES / "flashinfer-python" / NEW).exists()
+
+
+def test_drift_sees_every_hunk_of_0001_apply(wheelhouse: Path) -> None:
+    """The text ports: what refuses the release is behaviour, not drift's placement."""
+    code, output = _cli("drift", "--dist", "flashinfer-python", "--against", NEW, "--json", *_inputs(wheelhouse))
+    report = json.loads(output[output.index("{"):])
+    cell = next(c for c in report["cells"] if c["series"] == "0.7.4" and c["release"] == NEW)
+    patch = next(p for p in cell["patches"] if p["patch"].startswith("0001"))
+    assert patch["state"] == "exact", patch
+    assert cell["state"] == "exact", cell
+
+
+@pytest.fixture(scope="module")
+def trees(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The synthetic release unpacked, upstream and patched with the 0.7.4 series as it stands."""
+    patches = tmp_path_factory.mktemp("patches")
+    series = patches / "flashinfer-python" / NEW
+    shutil.copytree(PATCHES / "flashinfer-python" / "0.7.4", series)
+    (wheel,) = wheelhouse.glob("*.whl")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (series / "upstream.toml").write_text(
+        f'revision = 3\n\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{digest}"\n')
+    source = fetch.Source(cache_dir(), wheelhouse=wheelhouse)
+    options = wheels.Options(patches, OVERLAY, tmp_path_factory.mktemp("dist"), source)
+    (built,) = wheels.build_targets([Target("flashinfer-python", NEW)], options)
+    return {"upstream": behaviour.unpack(wheel, tmp_path_factory.mktemp("upstream")),
+            "patched": behaviour.unpack(built.wheel, tmp_path_factory.mktemp("patched"))}
+
+
+ASK = f'''
+import json, sys, warnings
+import torch
+torch.version.cuda = "12.8"
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import {cuda_control.MODULE} as control
+    flags = control.sm120_nvcc_flags()
+    control.sm120_nvcc_flags()
+json.dump({{"flags": flags, "warnings": [str(w.message) for w in caught if "nvfp4-overlay" in str(w.message)]}},
+          sys.stdout)
+'''
+
+
+def _ask(tree: Path, env: dict[str, str], path: tuple[Path, ...] = ()) -> dict[str, Any]:
+    done = run_python(ASK, [tree, *path], env={"PATH": "/usr/bin:/bin", **env})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return dict(json.loads(done.stdout))
+
+
+def test_the_patched_release_answers_a_new_caller_as_upstream_does(trees: dict[str, Path], tmp_path: Path) -> None:
+    """cu128 torch, a 13.0 toolkit: upstream builds 120f (nvcc >= 12.9); so does the patch, saying once it
+    does not know the call site (the old overlay answered torch's 12.8 here, and built 120a)."""
+    toolkit = behaviour.make_toolkit(tmp_path, "13.0")
+    upstream = _ask(trees["upstream"], {"CUDA_HOME": str(toolkit)})
+    patched = _ask(trees["patched"], {"CUDA_HOME": str(toolkit)})
+    assert upstream["flags"] == cuda_control.nvcc_flags(True) == patched["flags"]
+    assert upstream["warnings"] == []
+    assert len(patched["warnings"]) == 1 and " ".join(cuda_control.SITE) in patched["warnings"][0]
+
+
+def test_with_pips_toolkit_beside_the_systems_the_two_lookups_differ(trees: dict[str, Path], tmp_path: Path) -> None:
+    """Why the new lookup must refuse the port: pip's 12.8 nvcc beside a system 13.0 one, upstream's new
+    get_cuda_path takes pip's (120a), 0001's mirror of the old one CUDA_HOME's (120f)."""
+    site = tmp_path / "site-packages"
+    pip_home = behaviour.make_toolkit(tmp_path, "12.8", ("cuda.h",))
+    (site / PIP_NVCC).parent.mkdir(parents=True)
+    shutil.copytree(pip_home, site / PIP_NVCC)
+    system = behaviour.make_toolkit(tmp_path, "13.0")
+    upstream = _ask(trees["upstream"], {"CUDA_HOME": str(system)}, (site,))
+    patched = _ask(trees["patched"], {"CUDA_HOME": str(system)}, (site,))
+    assert upstream["flags"] == cuda_control.nvcc_flags(False)
+    assert patched["flags"] == cuda_control.nvcc_flags(True)
