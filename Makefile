@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test test-fast test-releases lint drift bench fuzz index docs clean distclean
+.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,10 +23,12 @@ $(VENV)/.lint-ready: $(VENV)/.ready
 wheels: $(VENV)/.ready
 	$(PY) build_wheels.py build $(if $(STACK),--stack $(STACK)) $(ARGS)
 
+# Every check, on every core (pytest-xdist; pyproject.toml's addopts): the trace ladder and the CUDA
+# grid of every carried release, upstream's half from tests/oracle/ (two releases a day afresh).
 test: $(VENV)/.test-ready
 	$(PY) -m pytest $(ARGS)
 
-# The unit layer: no upstream wheel, no torch (under a minute).
+# The unit layer: no upstream wheel, no torch.
 test-fast: $(VENV)/.test-ready
 	$(PY) -m pytest -m "not upstream and not torch" $(ARGS)
 
@@ -35,9 +37,27 @@ lint: $(VENV)/.lint-ready
 	$(PY) -m ruff check src tests bench build_wheels.py
 	$(PY) -m mypy
 
-# Every carried release on every check (make test runs the pinned ones on all, the others on the cheap ones).
+# Every carried release on every case, upstream probed afresh too (tests/oracle/ not taken): the weekly proof.
 test-releases: $(VENV)/.test-ready
-	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py tests/test_cuda_audit.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/test_trace_flashinfer.py \
+		tests/test_cuda_versions.py tests/test_cuda_audit.py tests/test_oracle.py $(ARGS)
+
+# Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
+# `make oracle`, or `make oracle ARGS="0.7.4"`.
+oracle: $(VENV)/.test-ready
+	$(PY) tests/oracle/regenerate.py $(ARGS)
+
+# The trace ladder and the CUDA grid under another torch, in a venv of its own (.venv-torch-X), on the
+# releases of the stacks whose SGLang pins it (every release for a torch no stack pins):
+# `make test-torch TORCH=2.9.1`. The weekly workflow runs it for every stack's torch and the newest.
+TORCH ?=
+TORCH_VENV := $(VENV)-torch-$(TORCH)
+test-torch:
+	@test -n "$(TORCH)" || { echo "make test-torch: name the torch, e.g. make test-torch TORCH=2.9.1" >&2; exit 2; }
+	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q -e '.[test-base]' torch==$(TORCH)
+	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_RELEASES="$$($(TORCH_VENV)/bin/python tests/torch_pins.py $(TORCH))" \
+		$(TORCH_VENV)/bin/python -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py $(ARGS)
 
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against all $(ARGS)

@@ -6,40 +6,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import OVERLAY, PATCHES, build_one, cache_dir, fetch_upstream, write_wheel
-
-from nvfp4_overlay import behaviour
-
-WheelTree = Callable[..., Path]
+from helpers import ReleaseOracle, WheelTree, wheel_trees, write_wheel
 
 
 @pytest.fixture(scope="session")
 def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> WheelTree:
-    """wheel_tree(dist, version, patched=True) -> a directory holding the wheel's Python files.
-
-    The directory can be put on sys.path of a subprocess (see run_python). Upstream trees are the
-    pinned wheel unpacked as it is; patched trees are unpacked from the wheel the engine builds.
-    Only the members a test can read are unpacked: the .py files and the dist-info, not the C++
-    sources, vendored CUTLASS and cubins under flashinfer/data/ (0.7.4: 717 MB unpacked, 30 MB so).
-    """
-    made: dict[tuple[str, str, bool], Path] = {}
-
-    def get(dist: str, version: str, patched: bool = True) -> Path:
-        key = (dist, version, patched)
-        if key not in made:
-            wheel = _wheel_for(dist, version, patched, tmp_path_factory)
-            out = tmp_path_factory.mktemp(f"{dist}-{version}-{'patched' if patched else 'upstream'}")
-            made[key] = behaviour.unpack(wheel, out)
-        return made[key]
-
-    return get
+    """wheel_tree(dist, version, patched=True) -> a directory holding the wheel's Python files (helpers.wheel_trees)."""
+    return wheel_trees(tmp_path_factory.mktemp("trees"))
 
 
-def _wheel_for(dist: str, version: str, patched: bool, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if not patched:
-        return fetch_upstream(dist, version, patches_dir=PATCHES, cache_dir=cache_dir())
-    out = tmp_path_factory.mktemp("dist")
-    return build_one(dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=out, cache_dir=cache_dir())
+@pytest.fixture(scope="session")
+def release_oracle(wheel_tree: WheelTree, tmp_path_factory: pytest.TempPathFactory) -> ReleaseOracle:
+    return ReleaseOracle(wheel_tree, tmp_path_factory.mktemp("toolkits"))
 
 
 @pytest.fixture

@@ -5,12 +5,17 @@ conftest.py holds the fixtures; test modules import these from here (``from help
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+from nvfp4_overlay import fetch, oracle
+from nvfp4_overlay.manifest import Target, load_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches"
@@ -19,6 +24,43 @@ OVERLAY = ROOT / "overlay"
 # `make test` runs every carried release on the cheap checks and the releases that a stack pins on
 # all of them; `make test-releases` (NVFP4_OVERLAY_FULL=1) runs every release on all of them.
 FULL = os.environ.get("NVFP4_OVERLAY_FULL") == "1"
+
+# Upstream's half of the oracle, committed: a fact about each pinned wheel (tests/oracle/README.md).
+COMMITTED_ORACLE = ROOT / "tests" / "oracle" / "flashinfer-python"
+
+
+def flashinfer_releases() -> list[str]:
+    """The carried flashinfer-python releases; NVFP4_OVERLAY_RELEASES="0.7.1 0.7.2" narrows them
+    (make test-torch runs a stack's releases under its torch)."""
+    from nvfp4_overlay.manifest import all_targets
+
+    every = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
+    only = os.environ.get("NVFP4_OVERLAY_RELEASES", "").split()
+    return [v for v in every if v in only] if only else every
+
+
+def rotating_sample(releases: Sequence[str], per_run: int, day: int) -> list[str]:
+    """The releases whose committed upstream half a run computes again: per_run of them, the next
+    ones each day, so that every committed half is held to a fresh run within len/per_run days."""
+    if not releases:
+        return []
+    turns = -(-len(releases) // per_run)
+    start = (day % turns) * per_run
+    return list(releases[start : start + per_run])
+
+
+# NVFP4_OVERLAY_FRESH=1 (make test-releases, the weekly run): every upstream half computed, none taken
+# from tests/oracle/; otherwise two releases a day.
+FRESH_UPSTREAM = (flashinfer_releases() if os.environ.get("NVFP4_OVERLAY_FRESH") == "1"
+                  else rotating_sample(flashinfer_releases(), 2, datetime.date.today().toordinal()))
+
+
+def by_release(releases: Sequence[str]) -> list[Any]:
+    """pytest params, one per release, grouped so that pytest-xdist (--dist loadgroup) runs every
+    test of a release in one worker: its trees are built and its probes run once."""
+    import pytest
+
+    return [pytest.param(v, id=v, marks=pytest.mark.xdist_group(f"flashinfer-{v}")) for v in releases]
 
 
 def pinned_releases(dist: str) -> set[str]:
@@ -86,3 +128,63 @@ def cli_args(layout: dict[str, Path], *extra: str) -> list[str]:
     return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"]),
             "--dist-dir", str(layout["dist"]), "--cache-dir", str(layout["cache"]),
             "--wheelhouse", str(layout["wheelhouse"]), "--offline", *extra]
+
+
+WheelTree = Callable[..., Path]  # wheel_tree(dist, version, patched=True) -> an unpacked tree
+
+
+def wheel_trees(root: Path) -> WheelTree:
+    """wheel_tree(dist, version, patched=True) -> a directory holding the wheel's Python files, under root.
+
+    The directory can be put on sys.path of a subprocess (see run_python). Upstream trees are the
+    pinned wheel unpacked as it is; patched trees are unpacked from the wheel the engine builds.
+    Only the members a test can read are unpacked: the .py files and the dist-info, not the C++
+    sources, vendored CUTLASS and cubins under flashinfer/data/ (0.7.4: 717 MB unpacked, 30 MB so).
+    """
+    made: dict[tuple[str, str, bool], Path] = {}
+
+    def get(dist: str, version: str, patched: bool = True) -> Path:
+        key = (dist, version, patched)
+        if key not in made:
+            kind = "patched" if patched else "upstream"
+            if patched:
+                wheel = build_one(dist, version, patches_dir=PATCHES, overlay_dir=OVERLAY,
+                                  dist_dir=root / f"{dist}-{version}-dist", cache_dir=cache_dir())
+            else:
+                wheel = fetch_upstream(dist, version, patches_dir=PATCHES, cache_dir=cache_dir())
+            made[key] = oracle.unpack(wheel, root / f"{dist}-{version}-{kind}")
+        return made[key]
+
+    return get
+
+
+class ReleaseOracle:
+    """The oracle of each carried flashinfer-python release, computed once: upstream's half from
+    tests/oracle/ where its key holds (computed on the rotating sample, FRESH_UPSTREAM), the patched
+    half probed (or taken from the result cache under the same inputs)."""
+
+    def __init__(self, wheel_tree: WheelTree, toolkits: Path) -> None:
+        self.wheel_tree = wheel_tree
+        self.oracle = oracle.Oracle(oracle.Results(cache_dir() / "oracle"), toolkits, committed=COMMITTED_ORACLE,
+                                    fresh=FRESH_UPSTREAM)
+        self._ladders: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._grids: dict[str, dict[str, Any]] = {}
+
+    def sides(self, release: str) -> tuple[oracle.Side, oracle.Side]:
+        dist = "flashinfer-python"
+        upstream = load_upstream(PATCHES, Target(dist, release))
+        (pin,) = fetch.select_wheels(upstream, fetch.Source(cache_dir()))
+        return (oracle.Side(release, "upstream", {"wheel": pin.sha256},
+                            lambda: self.wheel_tree(dist, release, patched=False)),
+                oracle.Side(release, "patched", oracle.patched_inputs(pin.sha256, PATCHES, OVERLAY, dist, release),
+                            lambda: self.wheel_tree(dist, release)))
+
+    def ladder(self, release: str, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
+        if (release, quick) not in self._ladders:
+            self._ladders[release, quick] = self.oracle.ladder(*self.sides(release), entries, quick=quick)
+        return self._ladders[release, quick]
+
+    def grid(self, release: str) -> dict[str, Any]:
+        if release not in self._grids:
+            self._grids[release] = self.oracle.grid(*self.sides(release), control=True)
+        return self._grids[release]

@@ -1,7 +1,7 @@
 """Upstream is the oracle for what nvcc compiles: the patched FlashInfer writes upstream's nvcc lines.
 
 For every carried flashinfer-python release, the upstream and the patched wheel run through the
-same grid (behaviour.cuda_grid, probes/cuda_grid.py): torch's CUDA {12.6, 12.8, 12.9, 13.0} x a
+same grid (oracle.grid_for, probes/cuda_grid.py; upstream's half from tests/oracle/, test_oracle.py): torch's CUDA {12.6, 12.8, 12.9, 13.0} x a
 toolkit {12.8, 12.9, 13.0} x a GPU {SM90, SM100, SM103, SM120, SM121}. The toolkit is a fake
 CUDA_HOME whose bin/nvcc answers ``--version`` and which has that release's version.json and
 include/cuda.h. In each cell the two wheels must agree on TARGET_CUDA_ARCHS (or log the same
@@ -16,44 +16,48 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from helpers import PATCHES
+from helpers import ReleaseOracle, by_release, flashinfer_releases
 
 from nvfp4_overlay import behaviour
-from nvfp4_overlay.behaviour import asks_version, cell_name, compiled_part, processes
-from nvfp4_overlay.manifest import all_targets
+from nvfp4_overlay.behaviour import asks_version, cell_name
+from nvfp4_overlay.oracle import compiled_digest, processes
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
-RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
+RELEASES = flashinfer_releases()
 
 
-@pytest.fixture(scope="module")
-def grid(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    pairs = [behaviour.Pair(v, wheel_tree("flashinfer-python", v, patched=False), wheel_tree("flashinfer-python", v))
-             for v in RELEASES]
-    return behaviour.cuda_grid(pairs, tmp_path_factory.mktemp("toolkits"), control=True)
+@pytest.fixture
+def g(release_oracle: ReleaseOracle, release: str) -> dict[str, Any]:
+    """This release's grid: upstream (compact), patched, and the control (torch 12.6 row)."""
+    return release_oracle.grid(release)
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_patched_writes_upstreams_nvcc_command_lines(grid: dict[str, Any], release: str) -> None:
-    g = grid[release]
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_patched_writes_upstreams_nvcc_command_lines(g: dict[str, Any], release: str) -> None:
     assert len(g["patched"]) == 60
     assert behaviour.grid_problems(release, g) == []
-    # The comparison is about something: every FP4-quantize spec and an architecture-list spec.
-    modules = g["upstream"][0]["modules"]
+    # The comparison is about something: every FP4-quantize spec and an architecture-list spec (the
+    # patched cell's, which is upstream's by the digest just compared).
+    modules = g["patched"][0]["modules"]
     assert any(".gen_fp4_quantization_sm1" in m for m in modules), sorted(modules)
     assert "cuda_cflags" in modules["flashinfer.jit.activation.gen_act_and_mul_module"]
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_the_grid_tells_a_torch_based_lookup_from_upstream(grid: dict[str, Any], release: str) -> None:
-    """Control: with no call site asking nvcc's question, as in turn 1, the grid sees the difference."""
-    g = grid[release]
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_the_grid_tells_a_torch_based_lookup_from_upstream(g: dict[str, Any], release: str) -> None:
+    """Control: with no call site asking nvcc's question (every call answered from torch), the grid
+    sees the difference."""
     row = [(c, u) for c, u in zip(g["cells"], g["upstream"], strict=True) if c["torch"] == "12.6"]
-    differing = {cell_name(c) for (c, u), k in zip(row, g["control"], strict=True) if compiled_part(u) != compiled_part(k)}
+    differing = {cell_name(c) for (c, u), k in zip(row, g["control"], strict=True)
+                 if compiled_digest(u) != compiled_digest(k)}
     # torch 12.6 is below 12.8 and every toolkit here is not: upstream writes nvcc's
     # -static-global-template-stub=false into every build.ninja it writes; a torch-based lookup does not.
-    straddling = {cell_name(c) for c, u in row if any("cuda_cflags" in m for m in u["modules"].values())}
+    # the cells where upstream writes nvcc flags: the patched cell's modules, upstream's by its digest
+    patched = [p for c, p in zip(g["cells"], g["patched"], strict=True) if c["torch"] == "12.6"]
+    assert [compiled_digest(p) for p in patched] == [compiled_digest(u) for _, u in row]
+    straddling = {cell_name(c) for (c, _), p in zip(row, patched, strict=True)
+                  if any("cuda_cflags" in m for m in p["modules"].values())}
     assert straddling, "no cell to tell the two apart"
     assert straddling <= differing, sorted(straddling - differing)
     # and the verdict refresh uses says so
@@ -63,15 +67,14 @@ def test_the_grid_tells_a_torch_based_lookup_from_upstream(grid: dict[str, Any],
     assert any("cells hand nvcc other flags" in p for p in behaviour.grid_problems(release, broken))
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_patched_asks_no_process_for_a_version(grid: dict[str, Any], release: str) -> None:
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_patched_asks_no_process_for_a_version(g: dict[str, Any], release: str) -> None:
     """Upstream runs `nvcc --version` in every cell; the patched wheel reads version.json instead.
 
     Other nvcc queries that upstream makes while writing build.ninja (0.7.4 asks
     `nvcc --list-gpu-arch` for SM107 support) are upstream's own and stay: the patched wheel starts
     exactly those, no more.
     """
-    g = grid[release]
     for cell, patched, upstream in zip(g["cells"], g["patched"], g["upstream"], strict=True):
         ours, theirs = processes(patched), processes(upstream)
         assert [p for p in ours if asks_version(p)] == [], cell
@@ -81,11 +84,10 @@ def test_patched_asks_no_process_for_a_version(grid: dict[str, Any], release: st
 
 
 @pytest.mark.parametrize("variant", ["pip", "bare", "on-path", "none"])
-@pytest.mark.parametrize("release", RELEASES)
-def test_other_toolkit_layouts_give_upstreams_answer(grid: dict[str, Any], release: str, variant: str) -> None:
-    g = grid[release]
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_other_toolkit_layouts_give_upstreams_answer(g: dict[str, Any], release: str, variant: str) -> None:
     patched, upstream = g["patched_variants"][variant], g["upstream_variants"][variant]
-    assert compiled_part(patched) == compiled_part(upstream)
+    assert compiled_digest(patched) == compiled_digest(upstream)
     asked = [p for p in processes(patched) if asks_version(p)]
     if variant == "bare":
         assert asked == [["<toolkit>/bin/nvcc", "--version"]], asked  # the last resort, once
@@ -95,19 +97,17 @@ def test_other_toolkit_layouts_give_upstreams_answer(grid: dict[str, Any], relea
         assert ["open", "<toolkit>/include/cuda.h"] in patched["events"]
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_run_time_choices_get_torchs_release(grid: dict[str, Any], release: str) -> None:
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_run_time_choices_get_torchs_release(g: dict[str, Any], release: str) -> None:
     """Outside the nvcc-facing call sites the patched wheel answers torch's CUDA, upstream nvcc's."""
-    g = grid[release]
     for cell, patched, upstream in zip(g["cells"], g["patched"], g["upstream"], strict=True):
         assert patched["runtime_version"] == cell["torch"]
         assert upstream["runtime_version"] == cell["toolkit_release"]
 
 
-@pytest.mark.parametrize("release", [v for v in RELEASES if tuple(map(int, v.split(".")[:3])) >= (0, 6, 7)])
-def test_the_reports_box_builds_sm120f_as_upstream_does(grid: dict[str, Any], release: str) -> None:
+@pytest.mark.parametrize("release", by_release([v for v in RELEASES if tuple(map(int, v.split(".")[:3])) >= (0, 6, 7)]))
+def test_the_reports_box_builds_sm120f_as_upstream_does(g: dict[str, Any], release: str) -> None:
     """cu128 torch, a 12.9 or 13.0 toolkit, an SM120 GPU: upstream targets 120f and so does the patch."""
-    g = grid[release]
     for cell, patched in zip(g["cells"], g["patched"], strict=True):
         if cell["torch"] == "12.8" and cell["toolkit_release"] in ("12.9", "13.0") and cell["gpu"] == [12, 0]:
             assert patched["archs"] == [[12, "0f"]], cell_name(cell)

@@ -1,10 +1,12 @@
 """The FlashInfer trace ladder on the real wheels: upstream breaks torch.compile, patched does not.
 
-behaviour.trace_ladder runs the probe (nvfp4_overlay/probes/flashinfer_trace.py) over the upstream
-and the patched tree of every carried release, with torch 2.13 (CPU), torch.version.cuda "12.8" and
-the compute capability faked as (12, 0) and (10, 0), for every entry point the overlay routes
-(behaviour.ROUTED_CANDIDATES; the patched tree's entries.ENTRIES says which it routes). Only the
-JIT build is stubbed: a module whose kernels record the arguments they get.
+The oracle (nvfp4_overlay/oracle.py, the probe nvfp4_overlay/probes/flashinfer_trace.py) holds the
+patched tree of each carried release to its upstream tree, with torch 2.13 (CPU),
+torch.version.cuda "12.8" and the compute capability faked as (12, 0) and (10, 0), for every entry
+point the overlay routes (behaviour.ROUTED_CANDIDATES; the patched tree's entries.ENTRIES says which
+it routes). Only the JIT build is stubbed: a module whose kernels record the arguments they get.
+Upstream's half comes from tests/oracle/ (a fact about the pinned wheel, recomputed on a rotating
+sample: test_oracle.py), the patched half is probed, one release at a time (`-k 0.6.18`).
 behaviour.trace_problems is the verdict refresh uses; the tests below add what the report says
 upstream does, and controls that the verdict can fail.
 """
@@ -16,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, pinned_releases
+from helpers import FULL, PATCHES, ReleaseOracle, by_release, flashinfer_releases, pinned_releases
 from packaging.version import Version
 
-from nvfp4_overlay import behaviour
-from nvfp4_overlay.manifest import all_targets
+from nvfp4_overlay import behaviour, oracle
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
-RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
+RELEASES = flashinfer_releases()
 # Every case on the releases a stack pins (every release with NVFP4_OVERLAY_FULL=1); the first case
 # of each entry point on the others.
 EVERY_CASE = RELEASES if FULL else [v for v in RELEASES if v in pinned_releases("flashinfer-python")]
@@ -35,28 +36,21 @@ LOADERS = {"mxfp8_quantize": "get_mxfp8_quantization_sm100_module",
            "nvfp4_kv_quantize": "get_fp4_kv_quantization_module"}
 
 
-@pytest.fixture(scope="module")
-def ladder(wheel_tree: Any) -> dict[str, Any]:
-    def pairs(versions: list[str]) -> list[behaviour.Pair]:
-        return [behaviour.Pair(v, wheel_tree("flashinfer-python", v, patched=False),
-                               wheel_tree("flashinfer-python", v)) for v in versions]
-
-    found = behaviour.trace_ladder(pairs(EVERY_CASE), ROUTED)
-    rest = [v for v in RELEASES if v not in EVERY_CASE]
-    if rest:
-        found.update(behaviour.trace_ladder(pairs(rest), ROUTED, quick=True))
-    return found
+@pytest.fixture
+def ladder(release_oracle: ReleaseOracle, release: str) -> dict[str, Any]:
+    """This release's ladder: every case where EVERY_CASE says, the first of each entry point elsewhere."""
+    return release_oracle.ladder(release, ROUTED, quick=release not in EVERY_CASE)
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", by_release(RELEASES))
 def test_patched_passes_the_ladder(ladder: dict[str, Any], release: str) -> None:
-    assert behaviour.routed(ladder[release]) == sorted(ROUTED)  # the overlay routes every candidate
-    assert behaviour.trace_problems(release, ladder[release], behaviour.routed(ladder[release])) == []
+    assert behaviour.routed(ladder) == sorted(ROUTED)  # the overlay routes every candidate
+    assert behaviour.trace_problems(release, ladder, behaviour.routed(ladder)) == []
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", by_release(RELEASES))
 def test_every_entry_point_the_release_has_is_routed(ladder: dict[str, Any], release: str) -> None:
-    patched, upstream = ladder[release]["patched"], ladder[release]["upstream"]
+    patched, upstream = ladder["patched"], ladder["upstream"]
     assert sorted(patched["entries"]) == sorted(upstream["entries"])
     expected = set(ROUTED) - ({"nvfp4_kv_quantize"} if Version(release) < Version("0.6.7") else set())
     assert set(patched["entries"]) == expected  # nvfp4_kv_quantize from 0.6.7, the others in all
@@ -64,27 +58,29 @@ def test_every_entry_point_the_release_has_is_routed(ladder: dict[str, Any], rel
         assert info["schema"] == info["signature"] == upstream["entries"][name]["signature"], name
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", by_release(RELEASES))
 def test_upstream_fullgraph_fails_in_the_jit_loader(ladder: dict[str, Any], release: str) -> None:
-    for name in ladder[release]["upstream"]["entries"]:
-        for gpu, error in behaviour.upstream_fails(ladder[release], name).items():
+    for name in ladder["upstream"]["entries"]:
+        for gpu, error in behaviour.upstream_fails(ladder, name).items():
             assert error is not None, f"sm{gpu}: upstream {name} compiled with fullgraph; the report says not"
-            kind, message = error
-            assert kind == "Unsupported", (name, gpu, message[:300])
+            assert error["kind"] == "Unsupported", (name, gpu, error)
             # dynamo's user stack: the trace went into the JIT loader (the nvcc version lookups, the
             # file reads, the lock) and broke in upstream's code, not in the probe's stubbed build
-            assert LOADERS.get(name, "get_fp4_quantization_module") in message, (name, gpu, message[:2000])
-            assert "RecordingModule" not in message, (name, gpu, message[:2000])
-    for error in behaviour.upstream_fails(ladder[release], "fp4_quantize").values():
-        kind, message = error  # type: ignore[misc]
-        assert "Attempted to call function marked as skipped" in message
+            functions = [frame.rsplit(":", 1)[1] for frame in error["stack"]]
+            assert LOADERS.get(name, "get_fp4_quantization_module") in functions, (name, gpu, error["stack"])
+            recording = [f for f in error["stack"] if f in ("<outside>/flashinfer_trace.py:launch",
+                                                             "<outside>/flashinfer_trace.py:__getattr__")]
+            assert not recording and "RecordingModule" not in error["explanation"], (name, gpu, error["stack"])
+    for error in behaviour.upstream_fails(ladder, "fp4_quantize").values():
+        assert error is not None
+        assert error["reason"] == "Attempted to call function marked as skipped"
         # The lock subprocess.Popen allocates for `which nvcc`, reached from get_fp4_quantization_module.
-        assert "_thread" in message and "allocate_lock" in message
+        assert "_thread" in error["explanation"] and "allocate_lock" in error["explanation"]
 
 
-@pytest.mark.parametrize("release", EVERY_CASE)
+@pytest.mark.parametrize("release", by_release(EVERY_CASE))
 def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], release: str) -> None:
-    patched = ladder[release]["patched"]
+    patched = ladder["patched"]
     for name in patched["entries"]:
         op = f"{behaviour.OP_PREFIX}{name}.default"
         for gpu in GPUS:
@@ -96,6 +92,7 @@ def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], 
                     assert "error" in run["compiled"], (name, case)
                     continue
                 assert run["compiled"]["targets"].count(op) == 1, (name, case)
+                assert run["compiled"]["op_calls"] == run["compiled"]["calls"], (name, case)
                 assert len(run["eager"]["launches"]) == 1, (name, case)  # the eager call reached the kernel
                 reached += 1
             assert reached >= 2, (name, gpu, sorted(runs))
@@ -104,14 +101,14 @@ def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], 
         assert ops and not [o for o in ops if o.startswith("nvfp4_overlay::")], (name, ops)
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("release", by_release(RELEASES))
 def test_cuda_version_lookups_work_under_fullgraph(ladder: dict[str, Any], release: str) -> None:
-    patched = ladder[release]["patched"]["lookups"]
+    patched = ladder["patched"]["lookups"]
     assert "error" not in patched, patched.get("error")
     assert patched["value"] == [24.0, 24.0]  # (0 + 12) * 2: 12.8 >= 12.8, < 12.9, < 13.0
     assert patched["events"] == []
-    upstream = ladder[release]["upstream"]["lookups"]
-    assert upstream.get("error", [None])[0] == "Unsupported"
+    upstream = ladder["upstream"]["lookups"]
+    assert upstream.get("error", {}).get("kind") == "Unsupported", upstream
 
 
 # The releases whose torch.ops.flashinfer.fp4_quantize passes enable_pdl by position, into
@@ -119,14 +116,14 @@ def test_cuda_version_lookups_work_under_fullgraph(ladder: dict[str, Any], relea
 OPT_IN_BUG = [v for v in RELEASES if Version("0.6.12") <= Version(v) < Version("0.7.1")]
 
 
-@pytest.mark.parametrize("release", [v for v in RELEASES if Version(v) >= Version("0.6.12")])
+@pytest.mark.parametrize("release", by_release([v for v in RELEASES if Version(v) >= Version("0.6.12")]))
 def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], release: str) -> None:
     """torch.ops.flashinfer.fp4_quantize(x, s, enable_pdl=True) launches the kernel as the public
     fp4_quantize(x, s, enable_pdl=True) does: PDL on, the global scale not inverted. Upstream's op,
     the control, differs on exactly the releases patch 0003 covers."""
     for gpu in GPUS:
-        patched = ladder[release]["patched"][gpu]["opt_in_fp4_op"]
-        upstream = ladder[release]["upstream"][gpu]["opt_in_fp4_op"]
+        patched = ladder["patched"][gpu]["opt_in_fp4_op"]
+        upstream = ladder["upstream"][gpu]["opt_in_fp4_op"]
         assert len(patched["public"]) == 1 and patched["public"] == upstream["public"], gpu
         assert patched["launches"] == patched["public"], (gpu, patched["launches"])
         if release in OPT_IN_BUG:
@@ -140,25 +137,25 @@ def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], re
             (PATCHES / "flashinfer-python" / release / "series").read_text()) == (release in OPT_IN_BUG)
 
 
-def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: dict[str, Any]) -> None:
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: dict[str, Any], release: str) -> None:
     """Controls: the same ladder with the patched side's fake or schema broken must be refused."""
     import copy
 
-    release = RELEASES[-1]
-    routed = behaviour.routed(ladder[release])
+    routed = behaviour.routed(ladder)
     for name in routed:
-        broken = copy.deepcopy(ladder[release])
+        broken = copy.deepcopy(ladder)
         run = next(iter(broken["patched"]["12.0"][name].values()))
         run["compiled"]["fake_outputs"][-1][1] = [1, 1]  # the last output's shape
         broken["patched"]["entries"][name]["schema"] = broken["patched"]["entries"][name]["schema"][:-1]
         problems = behaviour.trace_problems(release, broken, routed)
         assert any(f"{name} [" in p and "the fake gives" in p for p in problems), (name, problems)
         assert any(f"{name}: the op takes" in p and "would not reach the op" in p for p in problems), name
-    inverted = copy.deepcopy(ladder[release])  # the opt-in op's bug, as 0.6.12-0.7.0.post1 ship it
+    inverted = copy.deepcopy(ladder)  # the opt-in op's bug, as 0.6.12-0.7.0.post1 ship it
     launch = inverted["patched"]["12.0"]["opt_in_fp4_op"]["launches"][0]
     launch[-2:] = [["value", "True"], ["value", "None"]]
     assert any("patch 0003" in p for p in behaviour.trace_problems(release, inverted, routed))
-    unprobed = copy.deepcopy(ladder[release])
+    unprobed = copy.deepcopy(ladder)
     unprobed["patched"]["probed"] = unprobed["patched"]["probed"][:-1]
     problems = behaviour.trace_problems(release, unprobed, routed)
     assert any("which the ladder does not call" in p for p in problems), problems
@@ -181,16 +178,19 @@ for _name in {names!r}:
 """
 
 
-def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(wheel_tree: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: ReleaseOracle, wheel_tree: Any,
+                                                              tmp_path: Path, release: str) -> None:
     """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
     every entry point, on both GPUs (the first case of each)."""
-    release = RELEASES[-1]
     broken = tmp_path / "broken"
     shutil.copytree(wheel_tree("flashinfer-python", release), broken)
     fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
     fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ROUTED))
-    pair = behaviour.Pair(release, wheel_tree("flashinfer-python", release, patched=False), broken)
-    found = behaviour.trace_ladder([pair], ROUTED, quick=True)[release]
+    upstream, patched = release_oracle.sides(release)
+    side = oracle.Side(release, "patched", {**patched.inputs, "edited": "every fake broken"}, lambda: broken)
+    found = {"upstream": release_oracle.oracle.upstream_ladder(upstream, ROUTED),
+             "patched": oracle.ladder_for(side, ROUTED, quick=True, results=oracle.Results(None))}
     assert behaviour.routed(found) == sorted(ROUTED)
     problems = behaviour.trace_problems(release, found, ROUTED)
     for name in ROUTED:
@@ -198,7 +198,8 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(wheel_tree: Any, 
             assert any(f"{gpu}: {name} [" in p and "the fake gives" in p for p in problems), (name, gpu)
 
 
-def test_trees_hold_python_files_only(wheel_tree: Any) -> None:
-    tree: Path = wheel_tree("flashinfer-python", RELEASES[0], patched=False)
+@pytest.mark.parametrize("release", by_release(RELEASES[:1]))
+def test_trees_hold_python_files_only(wheel_tree: Any, release: str) -> None:
+    tree: Path = wheel_tree("flashinfer-python", release, patched=False)
     assert (tree / "flashinfer" / "jit" / "cpp_ext.py").is_file()
     assert not list((tree / "flashinfer").glob("data/**/*.cu"))  # the C++ sources stay in the wheel

@@ -7,11 +7,15 @@ cases (probes/cases.py):
 
 - ``eager``: the outputs (shape, stride, dtype) of an eager call and the kernel launches it made;
 - ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
-  ``torch.compile(fullgraph=True)`` of the same call: the error, or the graph's
-  call_function targets, the op's fake outputs as dynamo saw them (the graph's output meta), the
-  outputs and launches of the compiled run; and what happened while dynamo traced: processes
-  started and FlashInfer files opened (an audit hook; dynamo's own linecache reads of traced
-  source are counted apart).
+  ``torch.compile(fullgraph=True)``: the error (its kind, first line, the builtin dynamo gave up
+  on, dynamo's user stack as file:function), or the graph's call_function targets, the op's fake
+  outputs as dynamo saw them (the graph's output meta), the outputs and launches of the compiled
+  run; and what happened while dynamo traced: processes started and FlashInfer files opened (an
+  audit hook; dynamo's own linecache reads of traced source are counted apart). The cases that
+  reach the kernel are traced together, one call each in one function (run_entry says why).
+
+Results name no path of this machine (the tree is ``<tree>``), so that an upstream result can be
+kept as a fact about its wheel (oracle.py) and held to a patched tree's line for line.
 
 Only the JIT build is stubbed: every JitSpec's build_and_load takes the spec's file lock, as
 upstream's does, and returns a module whose functions record their arguments and do nothing, so
@@ -30,6 +34,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 from types import FrameType
 from typing import Any
@@ -109,7 +114,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
                            "probed": list(plan["entries"])}
     for name, fn in entries.items():
         out["entries"][name] = {"signature": _parameters(fn), "schema": _schema(fn)}
-    out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box))
+    out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box, tree["path"]))
     # An upstream tree (no overlay) compiles the first case of each entry point, the one
     # behaviour.upstream_fails reads; its other cases run eagerly, for the patched tree's eager
     # calls to be held to. A patched tree compiles every case and logs its eager dispatcher ops.
@@ -119,11 +124,9 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
         _fake_capability(tuple(cc))
         out[key] = {}
         for name, fn in entries.items():
-            runs = {}
-            for i, (case_id, make) in enumerate(case_table.cases(name, fn, quick=plan.get("quick", False))):
-                runs[case_id] = forking.in_child(
-                    functools.partial(run_case, fn, make, box, compile=overlay or i == 0))
-            out[key][name] = runs
+            made = list(case_table.cases(name, fn, quick=plan.get("quick", False)))
+            out[key][name] = forking.in_child(
+                functools.partial(run_entry, fn, made, box, tree["path"], compile_all=overlay))
         out[key]["eager_ops"] = {
             name: forking.in_child(functools.partial(eager_op_log, fn, name))
             for name, fn in entries.items() if overlay
@@ -152,16 +155,40 @@ def opt_in_fp4_op(box: Box) -> dict[str, Any]:
     return out
 
 
-def run_case(fn: Any, make: Any, box: Box, *, compile: bool = True) -> dict[str, Any]:
-    args, kwargs = make(torch)
-    result: dict[str, Any] = {}
-    del box.launches[:]
-    try:
-        result["eager"] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}
-    except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
-        result["eager"] = {"error": [type(exc).__name__, str(exc)[:500]]}
-    if not compile:
-        return result
+def run_entry(fn: Any, made: list[tuple[str, Any]], box: Box, tree: str, *, compile_all: bool) -> dict[str, Any]:
+    """Every case of one entry point: each called eagerly, then compiled with fullgraph.
+
+    The cases that reach the kernel eagerly are compiled together, one call each in one traced
+    function (one dynamo trace instead of one per case; each call is its own node, and the
+    compiled run's launches and outputs are split back per case); a case upstream refuses is
+    compiled alone, since a refusal ends a trace. Without compile_all (an upstream tree) only the
+    first case is compiled: upstream fails in the JIT loader, the cases after it would fail alike.
+    """
+    runs: dict[str, Any] = {}
+    for case_id, make in made:
+        args, kwargs = make(torch)
+        del box.launches[:]
+        try:
+            runs[case_id] = {"eager": {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}}
+        except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
+            runs[case_id] = {"eager": {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}}
+    chosen = made if compile_all else made[:1]
+    reached = [(c, m) for c, m in chosen if "error" not in runs[c]["eager"]]
+    refused = [(c, m) for c, m in chosen if "error" in runs[c]["eager"]]
+    for group in ([reached] if reached else []) + [[one] for one in refused]:
+        for case_id, compiled in compile_cases(fn, group, box, tree, [runs[c]["eager"] for c, _ in group]).items():
+            runs[case_id]["compiled"] = compiled
+    return runs
+
+
+def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
+                  eager: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """torch.compile(fullgraph=True) of one function that calls fn once per case, run once."""
+    inputs = [make(torch) for _, make in group]
+    flat = [a for args, _ in inputs for a in args]
+    spans: list[tuple[int, int, dict[str, Any]]] = []  # (first positional input, how many, keyword arguments) per case
+    for args, kwargs in inputs:
+        spans.append((sum(n for _, n, _ in spans), len(args), kwargs))
     graphs: list[dict[str, Any]] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -169,32 +196,77 @@ def run_case(fn: Any, make: Any, box: Box, *, compile: bool = True) -> dict[str,
         (output,) = [n for n in gm.graph.nodes if n.op == "output"]
         vals = [a.meta.get("example_value", a.meta.get("val")) if hasattr(a, "meta") else None
                 for a in _flatten(output.args[0])]
-        graphs.append({"targets": [str(n.target) for n in gm.graph.nodes if n.op == "call_function"],
+        targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+        graphs.append({"targets": list(dict.fromkeys(targets)),  # each once, in order
+                       "op_calls": sum(t.startswith(OP_PREFIX) for t in targets),
                        "fake_outputs": [describe(v) for v in vals]})
         return gm.forward
 
+    def calls(*a: Any) -> list[Any]:
+        return [fn(*a[first:first + n], **kwargs) for first, n, kwargs in spans]
+
     torch._dynamo.reset()
     op = getattr(fn, "__nvfp4_overlay_op__", None)
-    if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta for a in [*args, *kwargs.values()]):
+    if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta
+                              for args, kwargs in inputs for a in [*args, *kwargs.values()]):
         # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
-        # upstream's wrapper. In this case's child, upstream's wrapper (the op's own body) is the
-        # Meta kernel, so the compiled run hands the recording kernel what an eager call hands it.
+        # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
+        # kernel, so the compiled run hands the recording kernel what an eager call hands it.
         op.register_kernel("meta", op._init_fn)
     del box.launches[:], box.events[:]
     box.phase = "trace"
+    ids = [case_id for case_id, _ in group]
     try:
-        compiled = torch.compile(lambda *a: fn(*a, **kwargs), fullgraph=True, backend=backend)(*args)
-        result["compiled"] = {"outputs": describe(compiled), "launches": list(box.launches)}
+        results = torch.compile(calls, fullgraph=True, backend=backend)(*flat)
     except Exception as exc:  # noqa: BLE001 - upstream fails here; the message says where
-        result["compiled"] = {"error": [type(exc).__name__, str(exc)[:6000]]}
+        box.phase = "after"
+        failed = {"error": error_summary(exc, tree), "trace_events": list(box.events)}
+        return {case_id: dict(failed) for case_id in ids}
     box.phase = "after"
-    result["compiled"]["trace_events"] = list(box.events)
-    if graphs:
-        result["compiled"].update(graphs[0])
-    return result
+    out: dict[str, dict[str, Any]] = {}
+    launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
+    for case_id, result, theirs in zip(ids, results, eager):
+        tensors = len(_flatten_tensors(result))
+        mine = len(theirs.get("launches", []))
+        out[case_id] = {"outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
+                        "fake_outputs": fakes[:tensors],
+                        "targets": graphs[0]["targets"] if graphs else [],
+                        "op_calls": graphs[0]["op_calls"] if graphs else 0, "calls": len(ids)}
+        launches, fakes = launches[mine:], fakes[tensors:]
+    if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
+        out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
+    return out
 
 
-def lookups_under_fullgraph(box: Box) -> dict[str, Any]:
+def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:
+    """What a compile error says, without this machine's paths: its kind, its first line, the builtin
+    dynamo gave up on, and dynamo's user stack (file:function, files of the tree relative to it)."""
+    text = str(exc)
+    lines = text.strip().splitlines()
+    explanation = next((line.strip() for line in lines if line.strip().startswith("Explanation:")), "")
+    stack = []
+    for line in lines:
+        match = _FRAME.match(line)
+        if match:
+            path, function = match.group(1), match.group(2)
+            where = os.path.relpath(path, tree) if path.startswith(tree + os.sep) else "<outside>/" + os.path.basename(path)
+            stack.append(f"{where}:{function}")
+    return {"kind": type(exc).__name__, "reason": _clean(lines[0] if lines else "", tree),
+            "explanation": _clean(explanation, tree), "stack": stack, "head": _clean(text[:600], tree)}
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
+
+
+def _clean(text: str, tree: str) -> str:
+    return text.replace(tree, "<tree>")
+
+
+def _flatten_tensors(value: Any) -> list[Any]:
+    return [v for v in _flatten(value) if isinstance(v, torch.Tensor)]
+
+
+def lookups_under_fullgraph(box: Box, tree: str) -> dict[str, Any]:
     """get_cuda_version() and is_cuda_version_at_least() inside torch.compile(fullgraph=True)."""
     from flashinfer.jit import cpp_ext
 
@@ -214,7 +286,7 @@ def lookups_under_fullgraph(box: Box) -> dict[str, Any]:
         value = torch.compile(gated, fullgraph=True, backend="eager")(torch.zeros(2))
         result: dict[str, Any] = {"value": value.tolist()}
     except Exception as exc:  # noqa: BLE001 - upstream fails here (nvcc in a subprocess)
-        result = {"error": [type(exc).__name__, str(exc)[:2000]]}
+        result = {"error": error_summary(exc, tree)}
     box.phase = "after"
     result["events"] = list(box.events)
     return result
