@@ -3,14 +3,19 @@
 A new release can bring a JIT module that picks its nvcc flags from the toolkit's release through a
 path no table lists (here: the check imported under an alias). Patched, it must get what upstream
 gives it, the toolkit's release, and say once that the audit does not know it. ``inject`` writes the
-module into an unpacked FlashInfer tree (a grid tree, or a release repacked by a test); the grid
-probe then writes its build.ninja like any other spec's (``SPEC``), and ``nvcc_flags`` is its
+module into an unpacked FlashInfer tree (a release repacked by a test) and ``load`` imports it into
+the running FlashInfer without touching the tree (the grid probe's ``control_module`` option); the
+grid probe then writes its build.ninja like any other spec's (``SPEC``), and ``nvcc_flags`` is its
 answer alone.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 PATH = "flashinfer/jit/fp4_quantization_sm120_v2.py"  # where a new upstream JIT module would land
 MODULE = "flashinfer.jit.fp4_quantization_sm120_v2"
@@ -52,3 +57,27 @@ def nvcc_flags(toolkit_at_least_12_9: bool) -> list[str]:
     """What the control hands nvcc when the release that answers it is, or is not, 12.9 or newer."""
     suffix = "f" if toolkit_at_least_12_9 else "a"
     return [f"-gencode=arch=compute_120{suffix},code=sm_120{suffix}", "-DENABLE_FP4"]
+
+
+def load(tree: Path) -> ModuleType:
+    """The control module imported into the running FlashInfer (from tree) without writing to it, as if
+    the release shipped it: a module of the flashinfer.jit package, its relative imports resolved."""
+    module = ModuleType(MODULE)
+    module.__package__ = MODULE.rpartition(".")[0]
+    module.__file__ = str(tree / PATH)
+    sys.modules[MODULE] = module
+    exec(compile(SOURCE, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+# A run-time call site of every carried release (the audit's: the mm_fp4 backend order), asked from a
+# frame that bears its name: what the audit's run-time list answers, torch's release when patched.
+RUN_TIME_SITE = ("flashinfer.gemm.gemm_base", "_heuristic_func_mm_fp4")
+
+
+def ask_as(site: tuple[str, str], lookup: Callable[[], Any]) -> Any:
+    """lookup() called from a function named as the call site (module, a top-level function's name)."""
+    module, name = site
+    namespace: dict[str, Any] = {"__name__": module, "lookup": lookup}
+    exec(compile(f"def {name}():\n    return lookup()\n", f"<{module}>", "exec"), namespace)
+    return namespace[name]()
