@@ -1,8 +1,8 @@
 """The oracle, one release and one side at a time: the trace ladder and the CUDA grid, cached by their inputs.
 
 behaviour.py judges; this module computes what it judges. A side is one tree of one release: the
-upstream wheel unpacked, the patched wheel, or the grid's control (the patched tree with its
-nvcc-facing table emptied). Each probe run is keyed by everything that makes its result: the
+upstream wheel unpacked, the patched wheel, or the grid's control (the patched tree with
+every CUDA-version call answered from torch). Each probe run is keyed by everything that makes its result: the
 wheel's sha256; for a patched tree the series, the overlay and the engine modules that apply them
 (digests of their files); the probes' own source; the plan; torch's and Python's versions. The same
 key gives the stored result with no run; one byte changed in any input runs the probe again.
@@ -300,8 +300,8 @@ def pip_site(root: Path, release: str) -> Path:
 def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = False) -> dict[str, Any]:
     """One tree through the grid: {"cells": [...], "variants": {...}} (compact for an upstream tree).
 
-    With `control`, the patched tree with its nvcc-facing table emptied (every call answered from
-    torch), over the torch 12.6 row: {"cells": [...]} for those cells.
+    With `control`, the patched tree with every CUDA-version call answered from torch (turn 1's
+    lookup), over the torch 12.6 row: {"cells": [...]} for those cells.
     """
     cells, variants = grid_cells()
     plan = grid_plan(control=control)
