@@ -25,7 +25,7 @@ from helpers import OVERLAY, ROOT
 
 from nvfp4_overlay import cuda_scan
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.xdist_group("cuda-scopes")]  # one interpreter runs every case
 
 DATA = ROOT / "tests" / "data" / "cuda_scopes"
 S, OTHER = "flashinfer.scopes", "flashinfer.other"

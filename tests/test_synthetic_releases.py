@@ -33,7 +33,7 @@ from nvfp4_overlay import cli, fetch, oracle, wheels
 from nvfp4_overlay.manifest import Target
 from nvfp4_overlay.probes import cuda_control
 
-pytestmark = [pytest.mark.upstream, pytest.mark.torch]
+pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("synthetic-release")]  # one build
 
 NEW = "0.7.5"
 
