@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import difflib
 import hashlib
@@ -267,6 +268,28 @@ def test_obsolete_comes_from_applied_upstream(layout: dict[str, Path]) -> None:
     assert before.state is State.EXACT
 
 
+def quantize(name: str, decorator: str = "@flashinfer_api") -> str:
+    return (f"{decorator}\ndef {name}(\n    input,\n    global_scale=None,\n    sf_vec_size=16,\n):\n"
+            "    return _quantize(input, global_scale, sf_vec_size)\n")
+
+
+def test_drift_never_calls_a_route_onto_another_function_a_merge(tmp_path: Path) -> None:
+    """fp4_quantize and nvfp4_quantize share their parameters; upstream moved fp4_quantize out of the
+    file and rewrote the decorators: the route written for fp4_quantize has no place there."""
+    old = f"import torch\n\n\n{quantize('fp4_quantize')}\n\n{quantize('nvfp4_quantize')}"
+    routed = old.replace("@flashinfer_api\ndef fp4", "# nvfp4-overlay: one opaque op\n@route\n@flashinfer_api\ndef fp4")
+    new = f"import torch\nimport os\n\n\n{quantize('nvfp4_quantize', '@flashinfer_api(trace=t)')}"
+    body = "".join(difflib.unified_diff(old.splitlines(True), routed.splitlines(True), "a/q.py", "b/q.py", n=3))
+    (tmp_path / "0001-route.patch").write_text("Description: route\n\n" + body)
+    (tmp_path / "series").write_text("0001-route.patch\n")
+    (drift,) = drift_series(read_series(tmp_path), lambda p: new.encode() if p == "q.py" else None, ["q.py"],
+                            "demo", "2.0", lambda p: old.encode() if p == "q.py" else None)
+    (hunk,) = drift.hunks
+    assert (drift.state, hunk.state, hunk.placed) == (State.CONFLICT, State.CONFLICT, "none")
+    assert ("no three-way merge: the 2 lines the patch adds above fp4_quantize (at @flashinfer_api): upstream's "
+            "file has no fp4_quantize; at that place upstream has nvfp4_quantize") in hunk.note
+
+
 # --- the command -----------------------------------------------------------------------------------
 
 
@@ -308,6 +331,52 @@ def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> N
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "merges", "CONFLICT"]
     code, out, _, _ = run("drift", "--against", "1.1", "1.2", *cli_args(layout))
     assert code == 0  # what refresh ports unattended needs no person
+
+
+def test_drift_says_how_each_hunk_is_placed_in_json_text_and_markdown(layout: dict[str, Path], tmp_path: Path) -> None:
+    code, out, err, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--json", *cli_args(layout))
+    assert code == 0, err
+    cells = {c["release"]: c["patches"][0]["hunks"] for c in json.loads(out)["cells"]}
+    assert {v: [(h["placed"], h["moved_from"]) for h in hunks] for v, hunks in cells.items()} == {
+        "1.1": [("offset", None), ("offset", None)],
+        "1.2": [("merge3", None), ("exact", None)],
+        "1.6": [("merge3", "demo/mod.py"), ("merge3", "demo/mod.py")],
+    }
+    md = tmp_path / "drift.md"
+    code, out, _, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--markdown", str(md), *cli_args(layout))
+    runs = ["demo/mod.py hunk 1: offset 1.1, merge3 1.2, merge3 into demo/sub/mod.py 1.6",
+            "demo/mod.py hunk 2: offset 1.1, exact 1.2, merge3 into demo/sub/mod.py 1.6"]
+    lines = out.splitlines()
+    at = lines.index("1.0  0001-two-hunks.patch", lines.index(next(x for x in lines if x.startswith("how each hunk"))))
+    assert lines[at + 1 : at + 3] == [f"  {r}" for r in runs]
+    text = md.read_text()
+    assert "<details><summary>How each hunk is placed</summary>" in text
+    assert all(f"- {r}\n" in text for r in runs)
+
+
+def test_a_series_against_a_release_that_carries_its_own_is_news_not_a_failure(layout: dict[str, Path]) -> None:
+    """1.3 gets a series of its own: 1.0's conflict there is news (1.3's series ships there); on 1.9,
+    which has none, the same conflict fails the run."""
+    wheel = layout["wheelhouse"] / "demo-1.3-py3-none-any.whl"
+    own = layout["patches"] / "demo" / "1.3"
+    own.mkdir()
+    (own / "series").write_text("# nothing to patch here\n")
+    (own / "upstream.toml").write_text(
+        f'revision = 1\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}"\n')
+    code, out, err, _ = run("drift", "--against", "pinned", "1.3", "--json", *cli_args(layout))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["cells_needing_a_person"], doc["news"]) == (1, 1)
+    assert [(c["series"], c["release"], c["news"]) for c in doc["cells"] if c["state"] == "conflict"] == [
+        ("1.0", "1.3", True)]
+    code, out, _, _ = run("drift", "--against", "pinned", "1.3", *cli_args(layout))
+    assert code == 0
+    assert out.splitlines()[-1].startswith("no failure: every series applies to its own release")
+    assert out.splitlines()[-1].endswith(
+        "news, not a failure: 1 of 3 (series, release) cells need a person on releases that carry their own series")
+    code, out, _, _ = run("drift", "--against", "1.3", "1.9", *cli_args(layout))
+    assert code == 1
+    assert "cells: 1 of 4 (series, release) need a person; news, not a failure: 1 of 4" in out
 
 
 @pytest.mark.parametrize(
@@ -380,6 +449,7 @@ def test_refresh_ports_by_three_way_merge_and_regenerates_exact_hunks(layout: di
     """1.2 changed a context line: the hunk applies only with fuzz, merge3 carries it over unattended."""
     code, out, err, _ = run("refresh", "demo", "1.0", "1.2", *cli_args(layout))
     assert code == 0, err
+    assert "1.0  0001-two-hunks.patch\n  demo/mod.py hunk 1: merge3 1.2\n  demo/mod.py hunk 2: exact 1.2\n" in err
     series = read_series(layout["patches"] / "demo" / "1.2")
     hunk = series.patches[0].files[0].hunks[0]
     assert [line for line in hunk.before] == ["LINE 07\n", "line 08\n", "line 09\n", "line 10\n",
@@ -451,6 +521,52 @@ def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
     code, _, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
     assert code == 2
     assert "already exists" in err
+
+
+def test_refresh_to_a_release_the_index_does_not_have_names_the_carried_neighbours(
+    layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pip's own words ('No matching distribution found') are not the message: the release is not there."""
+    from nvfp4_overlay import pip
+
+    tail = "ERROR: No matching distribution found for demo==9.9.9"
+    monkeypatch.setattr(pip, "download", lambda *a, **k: pip.Ran(1, "", tail))
+    monkeypatch.setattr(pip, "index_versions", lambda dist: (["1.2", "1.1", "1.0"], pip.Ran(0, "", "")))
+    args = [a for a in cli_args(layout) if a not in ("--offline", "--wheelhouse", str(layout["wheelhouse"]))]
+    code, out, err, _ = run("refresh", "demo", "1.0", "9.9.9", "--json", *args)
+    assert code == 2, err
+    error = json.loads(out)["error"]
+    assert error["message"] == (f"demo==9.9.9: the index has no such release (pip: {tail}); its newest is 1.2; "
+                                "the nearest carried: 1.0")
+    assert (error["item"], error["found"]) == ("demo==9.9.9", "9.9.9")
+    assert not (layout["patches"] / "demo" / "9.9.9").exists()
+
+
+def test_refresh_offline_to_a_release_not_in_the_cache_says_how_to_fill_it(layout: dict[str, Path]) -> None:
+    code, _, err, _ = run("refresh", "demo", "1.0", "9.9.9", *cli_args(layout))
+    assert code == 2
+    cache = layout["cache"] / "wheels"
+    assert (f"demo==9.9.9: no wheel in the wheelhouse or in the cache {cache} (--offline: no pip); fill the cache "
+            f"with 'pip download --no-deps --only-binary=:all: --dest {cache} demo==9.9.9', or drop --offline; "
+            "the nearest carried: 1.0") in err
+
+
+def test_a_wheel_whose_name_and_metadata_disagree_is_an_integrity_refusal(layout: dict[str, Path],
+                                                                         tmp_path: Path) -> None:
+    """demo 1.1's wheel under the name of 1.12: refresh refuses it as integrity (3), not as a port
+    that does not behave (1), and drift never calls it exact."""
+    made = write_wheel(tmp_path, "demo", "1.1", RELEASES["1.1"][0])
+    shutil.copy(made, layout["wheelhouse"] / "demo-1.12-py3-none-any.whl")
+    code, out, err, _ = run("refresh", "demo", "1.0", "1.12", "--json", *cli_args(layout))
+    assert code == 3, err
+    error = json.loads(out)["error"]
+    assert error["kind"] == "IntegrityError"
+    assert "integrity: not a consistent wheel of demo==1.12, nothing was read from it" in error["message"]
+    assert "does not behave" not in error["message"]
+    assert not (layout["patches"] / "demo" / "1.12").exists()
+    code, out, err, _ = run("drift", "--against", "1.12", *cli_args(layout))
+    assert code == 3 and "exact" not in out
+    assert "integrity: not a consistent wheel of demo==1.12" in err
 
 
 # --- the real releases -----------------------------------------------------------------------------
@@ -548,6 +664,40 @@ def test_real_refresh_gives_the_committed_series(
     built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.*-*.whl"))
     with zipfile.ZipFile(built) as a, zipfile.ZipFile(committed) as b:
         assert a.read(member) == b.read(member)
+
+
+# (series, release, placed by name somewhere): the rewritten releases, and two refreshes docs/drift.md shows
+REAL_MERGES = [("0.6.7", "0.6.16", True), ("0.6.7.post3", "0.7.4", True), ("0.6.8.post1", "0.6.18.post1", True),
+               ("0.6.8.post1", "0.6.14", True), ("0.7.2.post1", "0.7.4", False)]
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize(("old", "new", "by_name"), REAL_MERGES, ids=[f"{a}-onto-{b}" for a, b, _ in REAL_MERGES])
+def test_real_merges_give_the_committed_series_patched_files(old: str, new: str, by_name: bool) -> None:
+    """The old series drifted onto a release upstream rewrote around the routed functions (0.6.16 gave
+    nvfp4_quantize a cute-dsl branch and reordered functions): every patched file the merge gives is,
+    byte for byte, the one the committed series gives (its own patches, less those the old one lacks),
+    and the hunks merge3 leaves as conflicts are placed by the functions' names."""
+    from nvfp4_overlay.archive import WheelReader
+    from nvfp4_overlay.matrix import ReleaseFiles
+    from nvfp4_overlay.releases import release_wheel
+
+    dist, source = "flashinfer-python", fetch.Source(cache_dir(), offline=True)
+    series = read_series(PATCHES / dist / old)
+    committed = read_series(PATCHES / dist / new)
+    committed = dataclasses.replace(committed, patches=tuple(
+        p for p in committed.patches if p.name in {q.name for q in series.patches}))
+    with (WheelReader(release_wheel(PATCHES, Target(dist, old), source).path) as origin,
+          WheelReader(release_wheel(PATCHES, Target(dist, new), source).path) as release):
+        base, files = ReleaseFiles(origin), ReleaseFiles(release)
+        drifts = drift_series(series, files.read, files.names, dist, new, base.read)
+        expected = apply_series(committed, files.read).files
+    ported = {image.patch.path: "".join(image.after or ()) for d in drifts for image in d.images}
+    assert sorted(ported) == sorted(expected)
+    for path, text in ported.items():
+        assert text.encode("utf-8", "surrogateescape") == expected[path], path
+    placed = {h.placed for d in drifts for h in d.hunks}
+    assert placed <= {"exact", "offset", "merge3", "by-name"} and ("by-name" in placed) is by_name, placed
 
 
 # --- properties ------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from nvfp4_overlay.errors import ConfigError, PatchError
-from nvfp4_overlay.patching import Series, apply_series, read_patch, read_series
+from nvfp4_overlay.patching import apply_series
+from nvfp4_overlay.series import Series, read_patch, read_series
 
 BASE = "".join(f"line {i}\n" for i in range(1, 21))
 
@@ -67,6 +68,28 @@ def test_conflict_names_patch_hunk_file_and_line(tmp_path: Path) -> None:
                                          r"line 9 differs: expected 'line 9', found 'line nine \(changed upstream\)'; "
                                          r"run 'nvfp4-overlay drift'"):
         apply(tmp_path, {"pkg/mod.py": upstream}, udiff(BASE, new))
+
+
+def test_errors_carry_the_file_the_item_expected_found_and_the_fix_as_data(tmp_path: Path) -> None:
+    """--json reports these fields: a hunk that does not apply, and a patch that does not parse."""
+    new = BASE.replace("line 10\n", "line ten\n")
+    upstream = BASE.replace("line 9\n", "line nine (changed upstream)\n")
+    (tmp_path / "a").mkdir()
+    with pytest.raises(PatchError) as applied:
+        apply(tmp_path / "a", {"pkg/mod.py": upstream}, udiff(BASE, new))
+    assert {k: v for k, v in applied.value.data().items() if k not in ("message", "kind", "exit_code")} == {
+        "path": str(tmp_path / "a" / "0001-p.patch"), "item": "pkg/mod.py hunk 1 (@@ -7,7 +7,7 @@) line 9",
+        "expected": "line 9\n", "found": "line nine (changed upstream)\n",
+        "fix": "run 'nvfp4-overlay drift' to see where upstream moved"}
+    broken = tmp_path / "b"
+    broken.mkdir()
+    (broken / "0001-p.patch").write_text(udiff(BASE, new).replace("@@ -7,7 +7,7 @@", "@@ -7,5 +7,5 @@"))
+    with pytest.raises(ConfigError) as read:
+        read_patch(broken / "0001-p.patch")
+    data = read.value.data()
+    assert (data["path"], data["expected"], data["fix"]) == (
+        str(broken / "0001-p.patch"), "hunks whose lines match their headers", "regenerate it with 'diff -u' or 'git diff'")
+    assert "hunk @@ -7,5 +7,5 @@ holds more lines than its header counts" in data["found"]
 
 
 def test_fuzz_only_when_asked(tmp_path: Path) -> None:

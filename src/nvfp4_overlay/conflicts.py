@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 
-from .patching import Hunk, Mismatch, decode, split_lines
+from .patching import Mismatch
+from .series import Hunk, decode, split_lines
 
 Read = Callable[[str], "bytes | None"]
 

@@ -15,8 +15,8 @@ from .archive import WheelReader
 from .drift import PatchDrift, drift_series
 from .errors import ConfigError, FetchError
 from .manifest import Target
-from .patching import Series, read_series
 from .releases import ReleaseWheel
+from .series import Series, read_series
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,12 @@ class Cell:
     def needs_person(self) -> bool:
         return any(p.state.needs_person for p in self.patches)
 
+    @property
+    def news(self) -> bool:
+        """Needs a person, on another release that carries its own series: news, not a failure (that
+        release's own series is what ships for it; `--against pinned` holds it to its wheels)."""
+        return self.needs_person and self.release.pinned and self.release.target != self.series
+
 
 @dataclass
 class Matrix:
@@ -44,8 +50,9 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        """0 when every series applies, or ports by three-way merge, everywhere it was asked about."""
-        return 0 if not any(c.needs_person for c in self.cells) and not self.skipped else 1
+        """0 when every series applies, or ports by three-way merge, to its own release and to every
+        release asked about that has no series of its own; 1 otherwise, or when a release was skipped."""
+        return 0 if not any(c.needs_person and not c.news for c in self.cells) and not self.skipped else 1
 
 
 def plan_releases(
@@ -75,12 +82,14 @@ def plan_releases(
                 f"--against {token}: say which distribution: --dist NAME, or DIST==VERSION "
                 f"(series exist for {', '.join(dists) or 'nothing: is --patches-dir right?'})"
             )
-            raise ConfigError(msg)
+            raise ConfigError(msg, item=f"--against {token}", expected=f"DIST==VERSION, DIST one of {', '.join(dists)}",
+                              found=token, fix="name the distribution: --dist NAME, or DIST==VERSION")
         try:
             version = str(Version(version))
         except InvalidVersion as exc:
             msg = f"--against {token}: {version!r} is not a PEP 440 version, nor pinned, latest or all"
-            raise ConfigError(msg) from exc
+            raise ConfigError(msg, item=f"--against {token}", expected="pinned, latest, all or a PEP 440 version",
+                              found=version, fix="name a release as the index does, e.g. 0.7.4") from exc
         for target in series:
             if target.dist == dist:
                 wanted[target].add(version)
@@ -158,4 +167,6 @@ def _open_release(
         return None
     trust = "pinned in upstream.toml" if wheel.pinned else "unpinned: as the index served it"
     log(f"{release}: {wheel.filename} sha256 {wheel.sha256} ({trust})")
-    return wheel, ReleaseFiles(stack.enter_context(WheelReader(wheel.path)))
+    reader = stack.enter_context(WheelReader(wheel.path))
+    releases.check_wheel(wheel, reader)  # a wheel that is not the release it says is refused, never "exact"
+    return wheel, ReleaseFiles(reader)

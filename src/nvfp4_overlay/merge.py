@@ -1,32 +1,48 @@
-"""Three-way port of one patched file: the old release's upstream and patched file, the new release's file.
+"""Three-way port of one patched file, and the one rule for the lines a patch adds: by the function's name.
 
 A hunk whose context upstream rewrote no longer applies, though what the patch changes may be
 untouched; merge3 (breezy's three-way merge, a maintained library) tells the two apart: where only
 upstream changed a region, its lines win; where only the patch did, the patch's; where both changed
-the same region, it is a conflict a person must resolve. Pure: no I/O.
+the same region, it is a conflict a person must resolve.
+
+merge3 aligns lines, not code: it can put a decorator the patch wrote for ``fp4_quantize`` above
+``nvfp4_quantize`` when upstream removed the one and the two shared their parameter lines. So every
+insertion (the lines a patch only adds) is held to one rule, whatever placed it: it sits above the
+function or class of the same qualified name as in the old release (``Class.method``), above the
+same decorator, or it is a conflict that names both. Where merge3 finds conflicts (or breaks that
+rule) and the patch only adds lines, the rule places them itself: above the decorator of that name,
+or the ``def``, of upstream's function of that name. No merge library places lines by the code they
+belong to; the behaviour checks then judge the result. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import ast
 import difflib
-from collections import Counter
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
 
 import merge3
 
+MERGE3 = "merge3"  # Merged.how: merge3 placed every line
+BY_NAME = "by-name"  # the insertions were placed above the functions of their name
+
 
 @dataclass(frozen=True)
 class Conflict:
-    """A region both the patch and upstream changed: its place and text in each of the three files."""
+    """A region both the patch and upstream changed, or an insertion with no place: where, and why."""
 
-    base_line: int  # 1-based line of the old upstream file where the region starts
+    base_line: int  # 1-based line of the old upstream file where the region (or insertion) starts
     base: tuple[str, ...]
     patched: tuple[str, ...]
     upstream: tuple[str, ...]
+    why: str = ""  # the sentence, where the three texts alone do not say it
 
     def describe(self) -> str:
+        if self.why:
+            return self.why
         last = self.base_line + max(len(self.base), 1) - 1
         where = f"line {self.base_line}" if last == self.base_line else f"lines {self.base_line}-{last}"
         now = repr(self.upstream[0].strip()) if self.upstream else "nothing (deleted)"
@@ -39,134 +55,223 @@ class Merged:
 
     lines: tuple[str, ...] | None
     conflicts: tuple[Conflict, ...]
+    how: str = MERGE3  # MERGE3 or BY_NAME
+
+
+@dataclass(frozen=True)
+class _Insertion:
+    at: int  # 0-based line of the old file the lines go above
+    start: int  # 0-based line of the patched file where they are
+    lines: tuple[str, ...]
 
 
 def three_way(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> Merged:
     """Carry the change from `base` to `patched` over to `upstream` (all lists of lines with ends)."""
+    out, landed, found = _merge3(base, patched, upstream)
+    insertions, only_adds = _insertions(base, patched)
+    wrong = {} if found else _misplaced(base, insertions, out, landed)
+    if not found and not wrong:
+        return Merged(tuple(out), ())
+    if not only_adds:
+        return Merged(None, tuple(found) or tuple(_conflict(base, ins, why) for ins, why in wrong.items()))
+    placed = _by_name(base, insertions, upstream, {ins.at: why for ins, why in wrong.items()})
+    if isinstance(placed, tuple):
+        return Merged(None, placed)
+    return Merged(tuple(placed), (), BY_NAME)
+
+
+def _merge3(
+    base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]
+) -> tuple[list[str], dict[int, int], list[Conflict]]:
+    """merge3's result, where each line of the patched file it took landed, and its conflicts."""
     out: list[str] = []
+    landed: dict[int, int] = {}  # line of patched -> line of out
     found: list[Conflict] = []
-    m = merge3.Merge3(list(base), list(patched), list(upstream))
-    for region in m.merge_regions():
+    for region in merge3.Merge3(list(base), list(patched), list(upstream)).merge_regions():
         kind = region[0]
         if kind == "unchanged":
             out += base[region[1] : region[2]]
         elif kind in ("a", "same"):
+            landed.update((j, len(out) + j - region[1]) for j in range(region[1], region[2]))
             out += patched[region[1] : region[2]]
         elif kind == "b":
             out += upstream[region[1] : region[2]]
         else:  # ("conflict", zstart, zend, astart, aend, bstart, bend)
             _, zs, ze, as_, ae, bs, be = cast("tuple[str, int, int, int, int, int, int]", region)
-            beside = _insertion_beside(base[zs:ze], patched[as_:ae], upstream[bs:be])
-            if beside is not None:
-                out += beside
-                continue
             found.append(Conflict(zs + 1, tuple(base[zs:ze]), tuple(patched[as_:ae]), tuple(upstream[bs:be])))
-    if found:
-        anchored = _insertions_anchored(base, patched, upstream)
-        if anchored is not None:
-            return Merged(tuple(anchored), ())
-        return Merged(None, tuple(found))
-    return Merged(tuple(out), ())
+    return out, landed, found
 
 
-def _insertion_beside(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> list[str] | None:
-    """The patch only added lines before (or after) a region upstream rewrote: both changes.
-
-    merge3 calls any two changes that touch a conflict, so a decorator the patch puts above
-    ``@flashinfer_api`` conflicts with upstream turning that line into ``@flashinfer_api(trace=...)``.
-    No merge library resolves this case. The added lines belong to the region's lines they were
-    written against: lines added before the region go before the last lines of upstream's version
-    of it (the region ends at a line all three files share, such as ``def fp4_quantize(``, and
-    upstream may have put a whole new function in front), lines added after it go after the first.
-    A region upstream deleted stays a conflict: the additions would land beside whatever comes
-    next. The behaviour checks then judge the result.
-    """
-    n = len(base)
-    if not n or not upstream or len(patched) <= n:
-        return None
-    keep = min(n, len(upstream))
-    if list(patched[-n:]) == list(base) and _alike(base[-keep:], upstream[len(upstream) - keep :]):
-        return [*upstream[: len(upstream) - keep], *patched[:-n], *upstream[len(upstream) - keep :]]
-    if list(patched[:n]) == list(base) and _alike(base[:keep], upstream[:keep]):
-        return [*upstream[:keep], *patched[n:], *upstream[keep:]]
-    return None
-
-
-ANCHOR_REACH = 3  # lines between an addition and the line that places it: a decorator or two
-ANCHOR_WINDOW = 12  # how far above its anchor upstream's version of that line may be (a longer signature)
-
-
-def _insertions_anchored(base: Sequence[str], patched: Sequence[str], upstream: Sequence[str]) -> list[str] | None:
-    """A patch that only adds lines, where merge3 found conflicts: each addition where the line it
-    was written above now is, anywhere in upstream's file.
-
-    merge3 aligns the files by their common runs, so when upstream rewrote or reordered the code
-    around a routed function (0.6.16 gave ``nvfp4_quantize`` a cute-dsl branch and moved functions),
-    or the file is another file now (0.6.7 moved ``fp4_quantization.py`` into ``quantization/``),
-    the patch's two lines above a ``def`` fall inside a long conflicting region. Each addition is
-    placed by an anchor: the first non-blank line after it, within ANCHOR_REACH lines, that occurs
-    once in the old file and once in upstream's (``def nvfp4_quantize(``), or failing that the one
-    upstream line alike it (``def mxfp4_quantize(a):`` became ``def mxfp4_quantize(``). The addition goes above
-    upstream's version of the line it sat on (``@flashinfer_api``, perhaps rewritten into
-    ``@flashinfer_api(trace=...)``): the nearest line alike it within ANCHOR_WINDOW lines above the
-    anchor and no blank line between (a signature may have grown in between). A patch
-    that changes or deletes any line, an addition with no anchor, or two additions at one place
-    stay conflicts. No merge library places lines by anchor; the behaviour checks judge the result.
-    """
+def _insertions(base: Sequence[str], patched: Sequence[str]) -> tuple[list[_Insertion], bool]:
+    """The runs of lines the patch only adds, and whether that is all it does."""
     ops = difflib.SequenceMatcher(None, base, patched, autojunk=False).get_opcodes()
-    if any(tag not in ("equal", "insert") for tag, *_ in ops):
+    found = [_Insertion(i1, j1, tuple(patched[j1:j2])) for tag, i1, _, j1, j2 in ops if tag == "insert"]
+    return found, all(tag in ("equal", "insert") for tag, *_ in ops)
+
+
+# --- where code is: functions by qualified name --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Def:
+    """A function or class: its qualified name, its header (each decorator's first line and name, then
+    the def line as "def"), 0-based."""
+
+    name: str
+    header: tuple[tuple[int, str], ...]
+
+
+def _defs(lines: Sequence[str]) -> tuple[_Def, ...] | None:
+    return _parsed("".join(lines))
+
+
+@functools.lru_cache(maxsize=128)  # the old release's and upstream's files recur across a drift matrix
+def _parsed(text: str) -> tuple[_Def, ...] | None:
+    """Every def and class of a Python file, or None when it does not parse (not Python, or newer)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
         return None
-    in_base = Counter(base)
-    in_upstream = Counter(upstream)
-    where = {line: i for i, line in enumerate(upstream) if in_upstream[line] == 1}
-    places: dict[int, list[str]] = {}
-    for tag, i1, _, j1, j2 in ops:
-        if tag != "insert":
+    found: list[_Def] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                decorators = tuple((d.lineno - 1, _decorator(d)) for d in child.decorator_list)
+                found.append(_Def(prefix + child.name, (*decorators, (child.lineno - 1, "def"))))
+                walk(child, f"{prefix}{child.name}.")
+            else:
+                walk(child, prefix)  # a def under `if` or `try` keeps its scope's name
+
+    walk(tree, "")
+    return tuple(found)
+
+
+def _decorator(node: ast.expr) -> str:
+    """A decorator by what it calls: `@flashinfer_api(trace=t)` and `@flashinfer_api` are one."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return ast.unparse(target)
+
+
+@dataclass(frozen=True)
+class _Place:
+    """What the lines at a place sit above: a decorator (or "def") of a function, or no function."""
+
+    owner: _Def | None
+    element: int = 0  # index into owner.header
+    first: int = 0  # 0-based line of that element
+
+    def describe(self) -> str:
+        if self.owner is None:
+            return "no function"
+        name = self.owner.header[self.element][1]
+        return f"{self.owner.name}" + ("" if name == "def" else f" (at @{name})")
+
+    def same(self, other: _Place) -> bool:
+        if self.owner is None or other.owner is None:
+            return self.owner is other.owner
+        return (self.owner.name, self.owner.header[self.element][1]) == (
+            other.owner.name, other.owner.header[other.element][1])
+
+
+def _place(defs: Sequence[_Def], lines: Sequence[str], at: int) -> _Place:
+    """What lines put above lines[at] sit above: past blank and comment lines, a function's header."""
+    k = at
+    while k < len(lines) and (not lines[k].strip() or lines[k].lstrip().startswith("#")):
+        k += 1
+    for d in defs:
+        if d.header[0][0] <= k <= d.header[-1][0]:
+            element = next(i for i, (line, _) in enumerate(d.header) if line >= k)
+            return _Place(d, element, d.header[element][0])
+    return _Place(None)
+
+
+# --- the rule ----------------------------------------------------------------------------------------
+
+
+def _misplaced(base: Sequence[str], insertions: Sequence[_Insertion], out: Sequence[str],
+               landed: dict[int, int]) -> dict[_Insertion, str]:
+    """The insertions merge3 put above another function than the one they were written for, and where."""
+    base_defs = _defs(base)
+    if base_defs is None or not insertions:
+        return {}  # not Python: there are no functions to hold the lines to
+    out_defs = _defs(out)
+    wrong = {}
+    for ins in insertions:
+        last = landed.get(ins.start + len(ins.lines) - 1)
+        if last is None:
+            continue  # upstream has these lines itself
+        now = _place(out_defs, out, last + 1) if out_defs is not None else None
+        if now is None or not _place(base_defs, base, ins.at).same(now):
+            wrong[ins] = "merge3 would place the insertion " + ("where the merged file does not parse" if now is None
+                                                else f"above {now.describe()}")
+    return wrong
+
+
+def _by_name(base: Sequence[str], insertions: Sequence[_Insertion], upstream: Sequence[str],
+             merge3_says: dict[int, str]) -> list[str] | tuple[Conflict, ...]:
+    """Each insertion above upstream's version of what it sat above; or every reason it cannot be."""
+    base_defs, up_defs = _defs(base), _defs(upstream)
+    places: dict[int, tuple[str, ...]] = {}
+    problems: list[Conflict] = []
+    for ins in insertions:
+        was = _place(base_defs or (), base, ins.at)
+        at, why = _new_place(ins, was, base, upstream, up_defs)
+        if at is not None and at in places:
+            at, why = None, "another insertion goes to the same place in upstream's file"
+        if at is None:
+            landing = merge3_says.get(ins.at) or _landing(base, upstream, up_defs, ins.at, was)
+            problems.append(_conflict(base, ins, "; ".join(filter(None, [why, landing]))))
             continue
-        reach = [k for k in range(i1, min(i1 + ANCHOR_REACH + 1, len(base))) if base[k].strip() and in_base[base[k]] == 1]
-        anchor = next((k for k in reach if base[k] in where), None)
-        if anchor is not None:
-            found = where[base[anchor]]
-        else:  # upstream rewrote the line too (`def mxfp4_quantize(a):` grew parameters): the one line alike it
-            anchor, found = next(((k, p) for k in reach if (p := _only_alike(base[k], upstream)) is not None),
-                                 (None, -1))
-            if anchor is None:
-                return None
-        # above upstream's version of the line the addition sat on, the nearest one up from the anchor
-        at = found if anchor == i1 else _above(base[i1], upstream, found)
-        if at is None or at in places:
-            return None
-        places[at] = list(patched[j1:j2])
-    if not places:
-        return None
+        places[at] = ins.lines
+    if problems:
+        return tuple(problems)
     out = list(upstream)
     for at in sorted(places, reverse=True):
         out[at:at] = places[at]
     return out
 
 
-def _above(line: str, lines: Sequence[str], anchor: int) -> int | None:
-    """The nearest line alike `line` above lines[anchor], in the same block (no blank line between)."""
-    for p in range(anchor - 1, max(anchor - 1 - ANCHOR_WINDOW, -1), -1):
-        if not lines[p].strip():
-            return None
-        if _alike([line], lines[p : p + 1]):
-            return p
-    return None
+def _new_place(ins: _Insertion, was: _Place, base: Sequence[str], upstream: Sequence[str],
+               up_defs: tuple[_Def, ...] | None) -> tuple[int | None, str]:
+    """The line of upstream's file the insertion goes above, or None and why."""
+    if was.owner is None:
+        return None, "they sit above no function, so only a three-way merge can place them"
+    if up_defs is None:
+        return None, "upstream's file does not parse as Python here, so no function can be found in it"
+    same = [d for d in up_defs if d.name == was.owner.name]
+    if not same:
+        return None, f"upstream's file has no {was.owner.name}"
+    if len(same) > 1:
+        return None, f"upstream's file defines {was.owner.name} {len(same)} times"
+    element = was.owner.header[was.element][1]
+    hits = [line for line, name in same[0].header if name == element]
+    if len(hits) != 1:
+        what = "def" if element == "def" else f"@{element}"
+        return None, f"upstream's {was.owner.name} has {len(hits) or 'no'} {what} to put them above"
+    at = hits[0]
+    gap = list(base[ins.at : was.first])  # blank or comment lines between the insertion and its line
+    if gap and list(upstream[at - len(gap) : at]) == gap:
+        at -= len(gap)
+    return at, ""
 
 
-def _only_alike(line: str, lines: Sequence[str]) -> int | None:
-    """The index of the one line of `lines` alike `line` (same first word), or None (none, or several)."""
-    word = line.split(maxsplit=1)[0]
-    hits = [i for i, other in enumerate(lines) if other.split(maxsplit=1)[:1] == [word] and _alike([line], [other])]
-    return hits[0] if len(hits) == 1 else None
+def _landing(base: Sequence[str], upstream: Sequence[str], up_defs: tuple[_Def, ...] | None, at: int,
+             was: _Place) -> str:
+    """Another function upstream has where the old line `at` was (by the lines around it), named."""
+    if up_defs is None:
+        return ""
+    for tag, i1, i2, j1, _ in difflib.SequenceMatcher(None, base, upstream, autojunk=False).get_opcodes():
+        if i1 <= at < i2 or i1 == i2 == at:
+            now = _place(up_defs, upstream, j1 + (at - i1 if tag == "equal" else 0))
+            if now.owner is not None and (was.owner is None or now.owner.name != was.owner.name):
+                return f"at that place upstream has {now.describe()}"
+            return ""
+    return ""
 
 
-def _alike(ours: Sequence[str], theirs: Sequence[str]) -> bool:
-    """Upstream's lines are a rewrite of the ones the additions sat beside, not other code: their
-    longest common run covers most of the shorter ('@flashinfer_api' in '@flashinfer_api(trace=t)')."""
-    a, b = "".join(ours).strip(), "".join(theirs).strip()
-    if not a or not b:
-        return a == b
-    match = difflib.SequenceMatcher(None, a, b, autojunk=False).find_longest_match(0, len(a), 0, len(b))
-    return match.size >= 0.8 * min(len(a), len(b))
+def _conflict(base: Sequence[str], ins: _Insertion, why: str) -> Conflict:
+    was = _place(_defs(base) or (), base, ins.at)
+    what = "the line" if len(ins.lines) == 1 else f"the {len(ins.lines)} lines"
+    where = f"above {was.describe()}" if was.owner is not None else f"at line {ins.at + 1}"
+    return Conflict(ins.at + 1, (), ins.lines, (), f"{what} the patch adds {where}: {why}")

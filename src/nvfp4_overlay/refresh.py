@@ -18,14 +18,15 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import behaviour, fetch, files, releases
+from . import behaviour, fetch, files, releases, report
 from .archive import WheelReader
 from .drift import BROKEN, PatchDrift, State, drift_series
 from .errors import ConfigError, PatchError, Refused
-from .manifest import Target, UpstreamWheel, load_upstream
+from .manifest import Target, Upstream, UpstreamWheel, load_upstream
 from .matrix import Cell, Matrix, ReleaseFiles
-from .patching import Series, apply_series, decode, read_series, split_lines
+from .patching import apply_series
 from .releases import ReleaseWheel
+from .series import Series, decode, read_series, split_lines
 
 _DIFF_START = re.compile(r"^(diff --git |--- |\+\+\+ |Index: |---$)")
 _LAST_UPDATE = re.compile(r"^Last-Update:.*$", re.MULTILINE)
@@ -57,7 +58,8 @@ def port_series(
             "refresh refused, nothing written (a hunk that neither applies nor merges needs a person):\n  "
             + "\n  ".join(problems)
         )
-        raise Refused(msg)
+        raise Refused(msg, path=series.directory, item=version, expected="every hunk exact, offset or merges",
+                      found="; ".join(problems), fix="port the hunks named by hand (or --drop-upstream where upstream)")
     patches: list[tuple[str, str]] = []
     dropped = []
     for drift in drifts:
@@ -80,7 +82,8 @@ def port_series(
         msg = (
             f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})"
         )
-        raise Refused(msg)
+        raise Refused(msg, path=series.directory, item=version, expected="a patch left to port",
+                      found="; ".join(dropped), fix=f"{version} needs no series of its own: ship it unpatched")
     return Ported(tuple(patches), tuple(dropped))
 
 
@@ -160,6 +163,7 @@ class Refreshed:
     directory: Path | None  # None: a dry run, checked and not written
     ported: Ported
     wheels: tuple[ReleaseWheel, ...]
+    report: Matrix | None = None  # the drift of the old series on the release: how each hunk was placed
 
 
 def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, dist: str, from_version: str,
@@ -176,42 +180,62 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
     dest = patches_dir / dist / target.version
     if dest.exists():
         msg = f"{dest}: already exists; refresh never overwrites a series (remove it first if it is stale)"
-        raise ConfigError(msg, path=dest, fix="remove the directory, or refresh to another release")
-    wheels = releases.release_wheels(target, [w.filename for w in old.wheels], source_wheels)
-    for w in wheels:
-        log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
-    if all(_pure(w) for w in old.wheels) and not all(_pure(w) for w in wheels):
-        log(f"warning: {source} ships one pure wheel, {target} platform wheels: only {len(wheels)} of them "
-            f"were fetched; ask for the others with --python-version/--platform, or add them to upstream.toml")
+        raise ConfigError(msg, path=dest, item=str(target), expected="no series yet", found="a series",
+                          fix="remove the directory, or refresh to another release")
+    # 1. The new release's wheels, each checked to be the release it says; the old one, the merge's base.
+    wheels = _release_wheels(patches_dir, old, target, source_wheels, log)
     origin = releases.release_wheel(patches_dir, source, source_wheels)
+    # 2. Every hunk placed on the release (drift), and said how.
     drifts, matrix = _drift_everywhere(series, source, target, wheels, origin.path)
+    for line in report.placement_lines(matrix)[1:-1]:
+        log(line)
     today = datetime.now(timezone.utc).date()
     try:
+        # 3. The patches regenerated exact against the release, or the refusal with every reason.
         ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
+        with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
+            # 4. Behaviour before text: the ported series is built and held to upstream before it is written.
+            staged = Path(tmp) / "patches" / dist / target.version
+            stage_series(staged, ported, series_text(series, ported, source, target.version, today),
+                         upstream_text(wheels, f"nvfp4-overlay refresh {dist} {source.version} {target.version}"))
+            _check_exact(read_series(staged), wheels)
+            log(f"{target}: building the ported series and checking its behaviour against upstream")
+            _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest)
+            # 5. Written with one rename, unless a dry run.
+            if not dry_run:
+                install_series(staged, dest)
     except Refused as exc:
         exc.report = matrix
         raise
-    command = f"nvfp4-overlay refresh {dist} {source.version} {target.version}"
-    with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
-        # Behaviour before text: the ported series is built and held to upstream before it is written.
-        staged = Path(tmp) / "patches" / dist / target.version
-        stage_series(staged, ported, series_text(series, ported, source, target.version, today),
-                     upstream_text(wheels, command))
-        _check_exact(read_series(staged), wheels)
-        log(f"{target}: building the ported series and checking its behaviour against upstream")
-        problems = behaviour.check_series(target, Path(tmp) / "patches", overlay_dir, source_wheels,
-                                          Path(tmp) / "work", audit=patches_dir)
-        if problems:
-            msg = ("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
-                   + "\n  ".join(problems))
-            refused = Refused(msg, path=dest, fix="change the overlay or the series so that upstream's behaviour holds")
-            refused.problems = tuple(problems)
-            raise refused
-        if dry_run:
-            return Refreshed(None, ported, tuple(wheels))
-        install_series(staged, dest)
+    if dry_run:
+        return Refreshed(None, ported, tuple(wheels), matrix)
     load_upstream(patches_dir, target)  # the file it wrote reads back
-    return Refreshed(dest, ported, tuple(wheels))
+    return Refreshed(dest, ported, tuple(wheels), matrix)
+
+
+def _release_wheels(patches_dir: Path, old: Upstream, target: Target, source: fetch.Source,
+                    log: Callable[[str], None]) -> list[ReleaseWheel]:
+    wheels = releases.release_wheels(target, [w.filename for w in old.wheels], source,
+                                     releases.carried_versions(patches_dir, target.dist))
+    for w in wheels:
+        log(f"{target}: {w.filename} sha256 {w.sha256} (unpinned: as the index served it)")
+    if all(_pure(w) for w in old.wheels) and not all(_pure(w) for w in wheels):
+        log(f"warning: {old.target} ships one pure wheel, {target} platform wheels: only {len(wheels)} of them "
+            f"were fetched; ask for the others with --python-version/--platform, or add them to upstream.toml")
+    return wheels
+
+
+def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source, audit: Path, dest: Path) -> None:
+    """behaviour.check_series on the staged series, or Refused with its problems."""
+    problems = behaviour.check_series(target, tmp / "patches", overlay_dir, source, tmp / "work", audit=audit)
+    if problems:
+        msg = ("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
+               + "\n  ".join(problems))
+        refused = Refused(msg, path=dest, item=str(target), expected="the behaviour of upstream",
+                          found="; ".join(problems),
+                          fix="change the overlay or the series so that upstream's behaviour holds")
+        refused.problems = tuple(problems)
+        raise refused
 
 
 def _pure(wheel: UpstreamWheel | ReleaseWheel) -> bool:
@@ -223,7 +247,8 @@ def _version(text: str) -> str:
         return str(Version(text))
     except InvalidVersion as exc:
         msg = f"refresh: TO_VERSION {text!r} is not a PEP 440 version"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, item="TO_VERSION", expected="a PEP 440 version", found=text,
+                          fix="name the release as the index does, e.g. 0.7.4") from exc
 
 
 def _drift_everywhere(
@@ -238,6 +263,7 @@ def _drift_everywhere(
         base = ReleaseFiles(old)
         for wheel in wheels:
             with WheelReader(wheel.path) as reader:
+                releases.check_wheel(wheel, reader)  # before drift reads it: a wheel that is not what it says
                 files = ReleaseFiles(reader)
                 results.append(
                     drift_series(series, files.read, files.names, target.dist, target.version, base.read)
@@ -248,7 +274,8 @@ def _drift_everywhere(
                 f"{wheel.filename}: the files the series touches differ from those in {wheels[0].filename}; "
                 f"one series cannot serve both: port it by hand"
             )
-            raise PatchError(msg)
+            raise PatchError(msg, path=wheel.path, item=wheel.filename, expected=f"the files of {wheels[0].filename}",
+                             found="other files", fix="port the series by hand, one per wheel")
     return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})
 
 
@@ -282,4 +309,6 @@ def _check_exact(series: Series, wheels: Sequence[ReleaseWheel]) -> None:
             msg = (
                 f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); a bug in refresh"
             )
-            raise PatchError(msg)
+            raise PatchError(msg, path=wheel.path, item=f"{moved[0].path} hunk {moved[0].number}",
+                             expected="offset 0, fuzz 0", found=f"offset {moved[0].placement.offset}",
+                             fix="report it: refresh must regenerate exact hunks")

@@ -18,9 +18,10 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import fetch, files, pip, progress
-from .errors import ConfigError, FetchError, HashMismatchError
-from .manifest import Target, Upstream, UpstreamWheel, load_upstream
+from . import fetch, files, metadata, pip, progress
+from .archive import WheelReader
+from .errors import ConfigError, FetchError, HashMismatchError, IntegrityError, UnsafeArchiveError
+from .manifest import Target, Upstream, UpstreamWheel, load_upstream, nearest
 
 SEEN = "UNPINNED-SHA256SUMS"
 
@@ -50,7 +51,8 @@ def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[V
         f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}\n"
         f"Check pip's index configuration, or name the releases: --against VERSION ... (with --offline)"
     )
-    raise FetchError(msg)
+    raise FetchError(msg, item=dist, expected="pip index versions listing the releases", found=ran.tail,
+                     fix="check pip's index configuration, or name the releases with --offline")
 
 
 def local_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
@@ -92,12 +94,12 @@ def release_wheel(patches_dir: Path, target: Target, source: fetch.Source) -> Re
         path = next(p for p, _ in local if p.name == chosen.filename)
         return _seen(target, path, source)
     if source.offline:
-        msg = f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip)"
-        raise FetchError(msg)
-    return _seen(target, _pip_download(target, source, [])[0], source)
+        raise _missing_offline(target, source, carried_versions(patches_dir, target.dist))
+    return _seen(target, _pip_download(target, source, [], carried_versions(patches_dir, target.dist))[0], source)
 
 
-def release_wheels(target: Target, like: Sequence[str], source: fetch.Source) -> list[ReleaseWheel]:
+def release_wheels(target: Target, like: Sequence[str], source: fetch.Source,
+                   carried: Sequence[str] = ()) -> list[ReleaseWheel]:
     """Every wheel of the release for the interpreters and platforms of `like` (the old release's files).
 
     pip has no "list the files" command, so each old (python, platform) pair is asked for in turn; a
@@ -115,11 +117,10 @@ def release_wheels(target: Target, like: Sequence[str], source: fetch.Source) ->
         python = ["--python-version", source.python_version] if source.python_version else []
         asks += [[*python, "--platform", platform] for platform in source.platforms]
         for ask in asks:
-            for path in _pip_download(target, source, ask):
+            for path in _pip_download(target, source, ask, carried):
                 found[path.name] = path
     if not found:
-        msg = f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip)"
-        raise FetchError(msg)
+        raise _missing_offline(target, source, carried)
     return [_seen(target, found[name], source) for name in sorted(found)]
 
 
@@ -159,21 +160,70 @@ def _local_wheels(dist: str, source: fetch.Source) -> list[tuple[Path, Version, 
     return found
 
 
-def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str]) -> list[Path]:
+def carried_versions(patches_dir: Path, dist: str) -> list[str]:
+    """The releases of dist that have a series."""
+    return [d.name for d in (patches_dir / dist).glob("*") if (d / "upstream.toml").is_file()]
+
+
+def _missing_offline(target: Target, source: fetch.Source, carried: Sequence[str]) -> ConfigError:
+    fill = (f"pip download --no-deps --only-binary=:all: --dest {source.wheels_dir} "
+            f"{target.dist}=={target.version}")
+    near = f"; the nearest carried: {', '.join(nearest(target.version, carried))}" if carried else ""
+    msg = (f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip); "
+           f"fill the cache with '{fill}', or drop --offline{near}")
+    return ConfigError(msg, path=source.wheels_dir, item=str(target), expected="a wheel of the release",
+                       found="none", fix=fill)
+
+
+def _no_such_release(target: Target, carried: Sequence[str], ran: pip.Ran) -> ConfigError | None:
+    """When pip downloads nothing: a release the index does not list is the user's input, not the network."""
+    listed, _ = pip.index_versions(target.dist)
+    if not listed or Version(target.version) in _versions(listed):
+        return None
+    newest = max(_versions(listed))
+    near = ", ".join(nearest(target.version, carried)) or "none"
+    msg = (f"{target}: the index has no such release (pip: {ran.tail.splitlines()[-1] if ran.tail else 'nothing'}); "
+           f"its newest is {newest}; the nearest carried: {near}")
+    return ConfigError(msg, item=str(target), expected="a release the index lists", found=target.version,
+                       fix=f"name a release the index lists (the newest is {newest}; carried near it: {near})")
+
+
+def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str],
+                  carried: Sequence[str] = ()) -> list[Path]:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
     progress.report(f"downloading {target} through pip")
     with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
         ran = pip.download(f"{target.dist}=={target.version}", Path(tmp), tag_args)
         got = sorted(Path(tmp).glob("*.whl"))
         if not got:
+            unknown = _no_such_release(target, carried, ran)
+            if unknown is not None:
+                raise unknown
             msg = f"{target}: pip provided no wheel (exit {ran.returncode}): {ran.tail}"
-            raise FetchError(msg)
+            raise FetchError(msg, item=str(target), expected="a wheel from pip download", found=ran.tail,
+                             fix="check pip's index configuration and the network, or use --wheelhouse")
         paths = []
         for path in got:
             _record_seen(source, path.name, files.sha256_file(path), replace=True)
             os.replace(path, source.wheels_dir / path.name)
             paths.append(source.wheels_dir / path.name)
     return paths
+
+
+def check_wheel(wheel: ReleaseWheel, reader: WheelReader) -> None:
+    """Its file name, .dist-info and METADATA name one release, this one: else an integrity refusal."""
+    try:
+        found = metadata.find_dist_info(wheel.filename, reader.names, reader.read)
+    except UnsafeArchiveError as exc:
+        msg = (f"{wheel.path}: integrity: not a consistent wheel of {wheel.target}, nothing was read from it "
+               f"({exc.message})")
+        raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),
+                             found=exc.message, fix="check where this file came from; delete it and fetch it again"
+                             ) from exc
+    if canonicalize_name(found.name) != wheel.target.dist or Version(found.version) != Version(wheel.target.version):
+        msg = f"{wheel.path}: integrity: it is {found.name} {found.version}, not {wheel.target}; nothing was read from it"
+        raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),
+                             found=f"{found.name}=={found.version}", fix="check where this file came from")
 
 
 # --- trust on first use for unpinned files ----------------------------------------------------------

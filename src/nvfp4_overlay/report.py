@@ -98,6 +98,7 @@ def table(matrix: Matrix, width: int | None = None) -> str:
                 )
             lines.append("")
         lines += _attention(rows, columns, cells)
+    lines += placement_lines(matrix)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
     return "\n".join(lines).rstrip()
@@ -123,18 +124,77 @@ def _attention(
     return lines + ([""] if lines else [])
 
 
+PLACEMENT = (
+    "how each hunk is placed: exact, offset (the build's applier); merge3 (three-way merge); by-name (above "
+    "the function of its name); upstream (already there); fuzz, none (not placed: a person)"
+)
+
+
+def placement_lines(matrix: Matrix) -> list[str]:
+    """Per series and patch, each file's hunks and how they are placed on each run of releases."""
+    lines = []
+    for columns, rows, cells in _layout(matrix).values():
+        for row in rows:
+            runs = _hunk_runs(row, columns, cells)
+            if runs:
+                lines.append(f"{row[0].version}  {row[1]}")
+                lines += [f"  {path} {_numbers(numbers)}: {spans}" for path, numbers, spans in runs]
+    return [PLACEMENT + ":", *lines, ""] if lines else []
+
+
+def _hunk_runs(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]
+               ) -> list[tuple[str, list[int], str]]:
+    """(file, hunk numbers, runs of releases by placement): hunks of a file placed alike share a line."""
+    labels: dict[tuple[str, int], list[tuple[str, str]]] = {}
+    for version in columns:
+        patch = cells.get((row, version))
+        for h in patch.hunks if patch else ():
+            moved = f" into {h.path}" if h.moved_from else ""
+            labels.setdefault((h.moved_from or h.path, h.number), []).append((h.placed + moved, version))
+    grouped: dict[tuple[str, str], list[int]] = {}
+    for (path, number), seen in labels.items():
+        runs: list[tuple[str, str, str]] = []
+        for label, version in seen:
+            if runs and runs[-1][0] == label:
+                runs[-1] = (label, runs[-1][1], version)
+            else:
+                runs.append((label, version, version))
+        text = ", ".join(f"{lab} {a}" if a == b else f"{lab} {a}..{b}" for lab, a, b in runs)
+        grouped.setdefault((path, text), []).append(number)
+    return [(path, numbers, text) for (path, text), numbers in grouped.items()]
+
+
+def _numbers(numbers: Sequence[int]) -> str:
+    """hunk 3, hunks 1-4, hunks 1-2, 5."""
+    parts: list[list[int]] = []
+    for n in sorted(numbers):
+        if parts and n == parts[-1][-1] + 1:
+            parts[-1].append(n)
+        else:
+            parts.append([n])
+    text = ", ".join(str(p[0]) if len(p) == 1 else f"{p[0]}-{p[-1]}" for p in parts)
+    return f"hunk {text}" if len(numbers) == 1 else f"hunks {text}"
+
+
 def _verdict(matrix: Matrix) -> str:
     pairs = [p for c in matrix.cells for p in c.patches]
-    bad = sum(1 for p in pairs if p.state.needs_person)
+    bad = sum(1 for c in matrix.cells if not c.news for p in c.patches if p.state.needs_person)
     merges = sum(1 for p in pairs if p.state is State.MERGES)
     releases = len({c.release.target for c in matrix.cells})
     checked = f"{len(matrix.series)} series on {releases} releases"
-    cells = f"; cells: {sum(c.needs_person for c in matrix.cells)} of {len(matrix.cells)} (series, release) need a person"
+    failing = sum(c.needs_person and not c.news for c in matrix.cells)
+    cells = f"; cells: {failing} of {len(matrix.cells)} (series, release) need a person"
     merged = f", {merges} port by three-way merge" if merges else ""
-    if matrix.exit_code == 0:
+    news = sum(c.news for c in matrix.cells)
+    told = (f"; news, not a failure: {news} of {len(matrix.cells)} (series, release) cells need a person on "
+            f"releases that carry their own series") if news else ""
+    if matrix.exit_code == 0 and not news:
         return f"no patch needs a person ({len(pairs)} (patch, release) pairs{merged}, {checked})"
+    if matrix.exit_code == 0:
+        return (f"no failure: every series applies to its own release and to every release without a series "
+                f"of its own ({checked}{merged}){told}")
     skipped = f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
-    return f"{bad} of {len(pairs)} (patch, release) pairs need a person{merged} ({checked}){cells}{skipped}"
+    return f"{bad} of {len(pairs)} (patch, release) pairs need a person{merged} ({checked}){cells}{told}{skipped}"
 
 
 # --- Markdown --------------------------------------------------------------------------------------
@@ -163,6 +223,7 @@ def markdown(matrix: Matrix) -> str:
                     f"{_md_escape(patch.reason())}"
                 )
         lines.append("")
+    lines += _placement_markdown(matrix)
     wheels = _wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",
@@ -178,6 +239,16 @@ def markdown(matrix: Matrix) -> str:
     lines += [f"- skipped {t}: {_md_escape(why.splitlines()[0])}" for t, why in matrix.skipped.items()]
     lines += ["", f"**{_verdict(matrix)}**", ""]
     return "\n".join(lines)
+
+
+def _placement_markdown(matrix: Matrix) -> list[str]:
+    placed = placement_lines(matrix)
+    if not placed:
+        return []
+    lines = ["<details><summary>How each hunk is placed</summary>", "", f"_{placed[0].rstrip(':')}._", ""]
+    for line in placed[1:-1]:
+        lines += [f"- {_md_escape(line.strip())}"] if line.startswith("  ") else ["", f"**{_md_escape(line)}**", ""]
+    return [*lines, "", "</details>", ""]
 
 
 def _md_cell(patch: PatchDrift | None) -> str:
@@ -198,6 +269,7 @@ def document(matrix: Matrix) -> dict[str, Any]:
         "exit_code": matrix.exit_code,
         "needs_person": sum(1 for c in matrix.cells for p in c.patches if p.state.needs_person),
         "cells_needing_a_person": sum(1 for c in matrix.cells if c.needs_person),
+        "news": sum(1 for c in matrix.cells if c.news),
         "merges": sum(1 for c in matrix.cells for p in c.patches if p.state is State.MERGES),
         "wheels": _wheels(matrix),
         "skipped": {str(t): why for t, why in matrix.skipped.items()},
@@ -221,6 +293,7 @@ def _wheels(matrix: Matrix) -> list[dict[str, Any]]:
 
 def _cell_json(cell: Cell) -> dict[str, Any]:
     return {
+        "news": cell.news,
         "dist": cell.series.dist,
         "series": cell.series.version,
         "release": cell.release.target.version,
@@ -246,6 +319,8 @@ def hunk_json(h: HunkDrift) -> dict[str, Any]:
         "hunk": h.number,
         "header": h.header,
         "state": h.state.value,
+        "placed": h.placed,
+        "moved_from": h.moved_from,
         "offset": h.offset,
         "fuzz": h.fuzz,
         "line": h.line,

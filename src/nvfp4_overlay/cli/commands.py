@@ -199,7 +199,16 @@ def cmd_index(ctx: Context) -> int:
     return Exit.OK
 
 
+def cmd_propose(ctx: Context) -> int:
+    from .. import github, propose
+
+    forge = propose.Printed() if ctx.args.dry_run else github.GitHub.from_environment(ctx.args.repo, ctx.args.base)
+    done = propose.propose(ctx.patches_dir, ctx.overlay_dir, ctx.source, forge, log=ctx.log)
+    ctx.emit(propose.document(done), propose.text(done, ctx.args.dry_run))
+    return Exit.NEEDS_PERSON if any(not o.proposal.pull for o in done) else Exit.OK
+
+
 COMMANDS: dict[str, Callable[[Context], int]] = {
     "build": cmd_build, "verify": cmd_verify, "list": cmd_list, "drift": cmd_drift, "refresh": cmd_refresh,
-    "doctor": cmd_doctor, "index": cmd_index,
+    "doctor": cmd_doctor, "index": cmd_index, "propose": cmd_propose,
 }

@@ -60,6 +60,11 @@ COMMANDS: dict[str, tuple[str, str]] = {  # name -> (one line, examples)
     ),
     "index": ("a static PEP 503/691 index of the dist dir, for a fleet",
               "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
+    "propose": ("port each upstream release newer than the carried ones, check it, and open a pull request "
+                "(or, refused, an issue) with the report",
+                "  nvfp4-overlay propose --dry-run            print what it would open\n"
+                "  GITHUB_TOKEN=... nvfp4-overlay propose --repo OWNER/NAME\n"
+                "The refresh workflow runs it weekly; exit 1 when a release needs a person (an issue)."),
 }
 
 
@@ -113,6 +118,12 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("index")
     p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
+    _common(p)
+
+    p = command("propose")
+    p.add_argument("--repo", metavar="OWNER/NAME", help="the repository (default: $GITHUB_REPOSITORY)")
+    p.add_argument("--base", metavar="BRANCH", help="the pull requests' base (default: the default branch)")
+    p.add_argument("--dry-run", action="store_true", help="port and check, print the proposals, open nothing")
     _common(p)
     return top
 
