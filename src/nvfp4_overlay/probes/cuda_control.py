@@ -2,11 +2,10 @@
 
 A new release can bring a JIT module that picks its nvcc flags from the toolkit's release through a
 path no table lists (here: the check imported under an alias). Patched, it must get what upstream
-gives it, the toolkit's release, and say once that the audit does not know it. ``inject`` writes the
-module into an unpacked FlashInfer tree (a release repacked by a test) and ``load`` imports it into
-the running FlashInfer without touching the tree (the grid probe's ``control_module`` option); the
-grid probe then writes its build.ninja like any other spec's (``SPEC``), and ``nvcc_flags`` is its
-answer alone.
+gives it, the toolkit's release, and say once that the audit does not know it. ``load`` imports it
+into the running FlashInfer without touching the tree (the grid probe's ``control_module`` option;
+tests/test_synthetic_releases.py ships ``SOURCE`` in a repacked release instead); the grid probe
+then writes its build.ninja like any other spec's (``SPEC``), and ``nvcc_flags`` is its answer alone.
 """
 
 from __future__ import annotations
@@ -41,16 +40,6 @@ def gen_fp4_quantization_sm120_v2_module():
         extra_cuda_cflags=sm120_nvcc_flags(),
     )
 '''
-
-
-def inject(tree: Path) -> Path:
-    """Write the control module into the FlashInfer tree rooted at tree; its path."""
-    path = tree / PATH
-    if path.exists():
-        msg = f"{path}: the release already has a module there; the control needs a name of its own"
-        raise FileExistsError(msg)
-    path.write_text(SOURCE)
-    return path
 
 
 def nvcc_flags(toolkit_at_least_12_9: bool) -> list[str]:

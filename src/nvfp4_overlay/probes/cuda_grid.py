@@ -32,6 +32,7 @@ import os
 import sys
 import tempfile
 import warnings as pywarnings
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,8 +78,6 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
         cuda._answers.clear()
         cuda._classify = lambda module, qualname: "torch"
     if tree.get("control_module"):  # a caller the audit never saw, as a new release would bring one
-        from pathlib import Path
-
         cuda_control.load(Path(tree["path"]))
     out = []
     for cell in cells:
