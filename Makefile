@@ -71,10 +71,12 @@ fuzz: $(VENV)/.test-ready
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_applier_properties.py \
 		--hypothesis-show-statistics --hypothesis-seed=0 $(ARGS)
 
-# docs/patches.md's audit table, rendered from patches/flashinfer-python/audit-cuda-versions.json
+# docs/patches.md's audit table and the overlay's cuda_sites.py, rendered from
+# patches/flashinfer-python/audit-cuda-versions.json
 docs: $(VENV)/.ready
 	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
-	p.write_text(a.render_into(p.read_text(), a.load_audit(Path('patches'))))"
+	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
+	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
 
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)

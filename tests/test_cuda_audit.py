@@ -1,15 +1,15 @@
 """The CUDA-version audit holds every call site of every carried release, and the overlay follows it.
 
 patches/flashinfer-python/audit-cuda-versions.json classifies each call of get_cuda_version,
-is_cuda_version_at_least and version_at_least(torch.version.cuda, ...) (what it decides, which
-release answers it, why). These tests read the real upstream wheels: a call site the audit does not
-classify fails here, so a new release cannot be carried with a lookup nobody looked at.
+is_cuda_version_at_least, their forwarders and version_at_least(torch.version.cuda, ...) (what it
+decides, which release answers it, why). These tests read the real upstream wheels: a call site the
+audit does not classify fails here, so a new release cannot be carried with a lookup nobody looked
+at. tests/test_cuda_scopes.py holds the scan to the run time, scope by scope.
 """
 
 from __future__ import annotations
 
-import types
-from pathlib import Path
+import functools
 
 import pytest
 from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream
@@ -20,69 +20,90 @@ from nvfp4_overlay.manifest import all_targets
 
 RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
 AUDIT = cuda_audit.load_audit(PATCHES)
+CUDA_SITES = OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay" / "cuda_sites.py"
 
 
-def _nvcc_facing() -> dict[str, frozenset[str]]:
-    path = OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay" / "nvcc_facing.py"
-    module = types.ModuleType("nvcc_facing")
-    exec(compile(path.read_text(), str(path), "exec"), module.__dict__)
-    return dict(module.NVCC_FACING)
+@functools.cache
+def _python_files(release: str) -> dict[str, str]:
+    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
+    with WheelReader(wheel) as reader:
+        return {n: reader.read(n).decode() for n in reader.infos
+                if n.endswith(".py") and not n.startswith("flashinfer/data/")}
 
 
-def test_the_overlay_table_is_the_audits_toolkit_column() -> None:
-    assert _nvcc_facing() == AUDIT.toolkit_sites()
+def test_the_overlay_tables_are_the_audits() -> None:
+    """cuda_sites.py is rendered from the audit (make docs): the run-time list, the toolkit sites, the forwarders."""
+    assert CUDA_SITES.read_text() == cuda_audit.overlay_table(AUDIT)
+
+
+def test_a_call_site_has_one_answer() -> None:
+    tables = [AUDIT.run_time_sites(), AUDIT.toolkit_sites(), AUDIT.forwarders()]
+    keys = [{(m, q) for m, qs in t.items() for q in qs} for t in tables]
+    assert keys[0] & keys[1] == set() and keys[0] & keys[2] == set() and keys[1] & keys[2] == set()
+    assert len(keys[0]) >= 18 and len(keys[2]) == 7  # what the audit of 0.6.1-0.7.4 found
 
 
 def test_every_entry_says_what_it_decides_and_why() -> None:
     for entry in AUDIT.entries:
         assert entry["answer"] in ("toolkit", "torch", "per caller", "n/a (TVM's own function)"), entry
         assert entry["decides"].strip() and entry["why"].strip(), entry
+        assert (entry["answer"] == "per caller") == (entry["class"] == "wrapper"), entry
 
 
 @pytest.mark.upstream
 @pytest.mark.parametrize("release", RELEASES)
 def test_every_lookup_of_the_release_is_classified(release: str) -> None:
-    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
-    with WheelReader(wheel) as reader:
-        files = {n: reader.read(n).decode() for n in reader.infos
-                 if n.endswith(".py") and not n.startswith("flashinfer/data/")}
-    sites = cuda_audit.call_sites(files)
+    files = dict(_python_files(release))
+    sites = cuda_audit.call_sites(files, AUDIT.forwarders())
     assert any(s.key == ("flashinfer.jit.cpp_ext", "build_cuda_cflags") for s in sites)  # the scan sees
-    missing = cuda_audit.unclassified(sites, AUDIT)
+    missing = cuda_audit.unclassified_in(files, AUDIT)
     assert missing == [], f"{release}: call sites the audit does not classify: {missing}"
 
 
-SOURCE = '''
-import functools
-def get_cuda_version(): return CODES.append(__import__("sys")._getframe(1).f_code)
-def is_cuda_version_at_least(v): return CODES.append(__import__("sys")._getframe(1).f_code)
-CODES = []
-get_cuda_version()
-class Runner:
-    def _check_support(self):
-        return is_cuda_version_at_least("12.8")
-    @functools.cache
-    def cached(self):
-        return [get_cuda_version() for _ in range(1)]
-def detect():
-    def has_sm():
-        return get_cuda_version()
-    return has_sm()
-Runner()._check_support(); Runner().cached(); detect()
-'''
+@pytest.mark.upstream
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_lookups_0001_replaces_are_the_ones_cuda_py_mirrors(release: str) -> None:
+    """get_cuda_path, get_cuda_version, is_cuda_version_at_least: one text in every carried release."""
+    assert cuda_audit.lookup_changes(_python_files(release)) == []
 
 
-def test_scanned_names_are_cpythons_qualified_names(tmp_path: Path) -> None:
-    """What cuda.py reads from the frame (co_qualname) is what the scan writes into the audit."""
-    namespace: dict[str, object] = {}
-    exec(compile(SOURCE, "flashinfer/demo.py", "exec"), namespace)
-    seen = [code.co_qualname for code in namespace["CODES"]]  # type: ignore[attr-defined]
-    scanned = [s.qualname for s in cuda_audit.call_sites({"flashinfer/demo.py": SOURCE})
-               if s.qualname != "get_cuda_version"]
-    # The comprehension's own frame is named "<listcomp>" in 3.11; cuda.py walks out of it to the
-    # function, which is the name the scan gives.
-    assert [q if not q.endswith("<listcomp>") else q.rsplit(".<locals>.", 1)[0] for q in seen] == scanned
-    assert scanned == ["<module>", "Runner._check_support", "Runner.cached", "detect.<locals>.has_sm"]
+NEW_CALLERS = {  # a release that adds one caller: the file it lands in, the text, the site it must name
+    "a new caller of a forwarder": (
+        "flashinfer/kda_prefill.py",
+        "\n\ndef _select_new_target():\n    return _is_cuda_version_at_least('12.9')\n",
+        ("flashinfer.kda_prefill", "_select_new_target")),
+    "the check imported under an alias": (
+        "flashinfer/jit/new_module.py",
+        "from .cpp_ext import is_cuda_version_at_least as _at_least\n\n\n"
+        "def gen_new_module():\n    return ['-gencode=arch=compute_120f'] if _at_least('12.9') else []\n",
+        ("flashinfer.jit.new_module", "gen_new_module")),
+    "getattr on cpp_ext": (
+        "flashinfer/jit/new_module.py",
+        "from . import cpp_ext\n\n\ndef gen_new_module():\n    return getattr(cpp_ext, 'get_cuda_version')()\n",
+        ("flashinfer.jit.new_module", "gen_new_module")),
+    "a partial of the check": (
+        "flashinfer/jit/new_module.py",
+        "import functools\nfrom .cpp_ext import is_cuda_version_at_least\n\n"
+        "_AT_12_9 = functools.partial(is_cuda_version_at_least, '12.9')\n\n\n"
+        "def gen_new_module():\n    return _AT_12_9()\n",
+        ("flashinfer.jit.new_module", "gen_new_module")),
+    "a lambda in a new function": (
+        "flashinfer/jit/new_module.py",
+        "from .cpp_ext import get_cuda_version\n\n\n"
+        "def gen_new_module():\n    major = lambda: get_cuda_version().major\n    return major()\n",
+        ("flashinfer.jit.new_module", "gen_new_module")),
+}
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("case", sorted(NEW_CALLERS))
+def test_a_new_caller_in_a_release_is_unclassified(case: str) -> None:
+    """0.7.4 with one caller added: the audit does not know it, so refresh refuses the release."""
+    path, text, site = NEW_CALLERS[case]
+    before = {path: _python_files("0.7.4").get(path, "")}  # the scan reads a file on its own
+    assert cuda_audit.unclassified_in(before, AUDIT) == []
+    after = {path: before[path] + text}
+    assert [s.key for s in cuda_audit.unclassified_in(after, AUDIT)] == [site]
 
 
 def test_the_docs_table_is_the_audit() -> None:

@@ -7,8 +7,11 @@ CUDA_HOME whose bin/nvcc answers ``--version`` and which has that release's vers
 include/cuda.h. In each cell the two wheels must agree on TARGET_CUDA_ARCHS (or log the same
 refusal) and write the same ``cuda_cflags`` into build.ninja for every FP4-quantize JIT spec and for
 specs whose flags come from the architecture list (or fail with the same error). The patched wheel
-starts no process to learn a version where upstream runs nvcc. A control run with the nvcc-facing
-table emptied (every call answered from torch, as the turn-1 patch did) must differ.
+starts no process to learn a version where upstream runs nvcc. A control run with every call
+answered from torch (as the turn-1 patch did) must differ. Both trees also import a JIT module the
+audit has never seen (probes/cuda_control.py: its SM120 flags follow the toolkit, asked under an
+alias): the patched wheel must hand nvcc what upstream hands it there too, and say it does not know
+the call site.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from helpers import ReleaseOracle, by_release, flashinfer_releases
 from nvfp4_overlay import behaviour
 from nvfp4_overlay.behaviour import asks_version, cell_name
 from nvfp4_overlay.oracle import compiled_digest, processes
+from nvfp4_overlay.probes import cuda_control
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -83,7 +87,7 @@ def test_patched_asks_no_process_for_a_version(g: dict[str, Any], release: str) 
         assert [p for p in theirs if not asks_version(p)] == ours, cell
 
 
-@pytest.mark.parametrize("variant", ["pip", "bare", "on-path", "none"])
+@pytest.mark.parametrize("variant", ["pip", "bare", "on-path", "none", "pip-beside"])
 @pytest.mark.parametrize("release", by_release(RELEASES))
 def test_other_toolkit_layouts_give_upstreams_answer(g: dict[str, Any], release: str, variant: str) -> None:
     patched, upstream = g["patched_variants"][variant], g["upstream_variants"][variant]
@@ -99,10 +103,38 @@ def test_other_toolkit_layouts_give_upstreams_answer(g: dict[str, Any], release:
 
 @pytest.mark.parametrize("release", by_release(RELEASES))
 def test_run_time_choices_get_torchs_release(g: dict[str, Any], release: str) -> None:
-    """Outside the nvcc-facing call sites the patched wheel answers torch's CUDA, upstream nvcc's."""
+    """At a run-time call site of the audit the patched wheel answers torch's CUDA, upstream nvcc's;
+    a caller outside FlashInfer gets upstream's answer from both."""
     for cell, patched, upstream in zip(g["cells"], g["patched"], g["upstream"], strict=True):
         assert patched["runtime_version"] == cell["torch"]
         assert upstream["runtime_version"] == cell["toolkit_release"]
+        assert patched["outside_version"] == cell["toolkit_release"] == upstream["outside_version"]
+
+
+CONTROL_SPEC = ".".join(cuda_control.SPEC[:2])
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_an_unaudited_nvcc_facing_caller_gets_the_toolkits_answer(g: dict[str, Any], release: str) -> None:
+    """The control module's flags are the toolkit's choice in every cell that builds it (upstream's, by
+    the digest grid_problems compares), and the patched wheel warns once per cell, naming the site;
+    answered from torch (the control run), the torch 12.6 row would build 120a where 12.9+ toolkits
+    build 120f."""
+    built = 0
+    for cell, patched in zip(g["cells"], g["patched"], strict=True):
+        flags = patched["modules"][CONTROL_SPEC].get("cuda_cflags")
+        if flags is None:  # refused as upstream refuses (no architecture for this GPU and toolkit)
+            continue
+        built += 1
+        wanted = cuda_control.nvcc_flags(cell["toolkit_release"] >= "12.9")
+        assert [f for f in flags if f in wanted] == wanted, cell_name(cell)
+        assert len(patched["overlay_warnings"]) == 1 and " ".join(cuda_control.SITE) in patched["overlay_warnings"][0]
+    assert built >= 24, built
+    torch_row = [c for c in g["cells"] if c["torch"] == "12.6"]
+    answered_from_torch = [k["modules"][CONTROL_SPEC].get("cuda_cflags") for k in g["control"]]
+    straddling = [f for c, f in zip(torch_row, answered_from_torch, strict=True)
+                  if f is not None and c["toolkit_release"] >= "12.9"]
+    assert straddling and all(cuda_control.nvcc_flags(False)[0] in f for f in straddling)
 
 
 @pytest.mark.parametrize("release", by_release([v for v in RELEASES if tuple(map(int, v.split(".")[:3])) >= (0, 6, 7)]))

@@ -207,6 +207,8 @@ def _audit_problems(target: Target, upstream: Path, patches_dir: Path) -> list[s
     with WheelReader(upstream) as reader:
         files = {n: reader.read(n).decode("utf-8", "replace") for n in reader.infos
                  if n.endswith(".py") and not n.startswith("flashinfer/data/")}
-    missing = cuda_audit.unclassified(cuda_audit.call_sites(files), cuda_audit.load_audit(patches_dir))
-    return [f"{target}: {s.module} {s.qualname} calls {s.call}, which {patches_dir}/flashinfer-python/"
-            f"{cuda_audit.AUDIT} does not classify: say whether it decides what nvcc compiles" for s in missing]
+    changed = [f"{target}: {problem}" for problem in cuda_audit.lookup_changes(files)]
+    missing = cuda_audit.unclassified_in(files, cuda_audit.load_audit(patches_dir))
+    return changed + [f"{target}: {s.module} {s.qualname} calls {s.call}, which {patches_dir}/flashinfer-python/"
+                      f"{cuda_audit.AUDIT} does not classify: say whether it decides what nvcc compiles"
+                      for s in missing]

@@ -1,8 +1,8 @@
 """The oracle, one release and one side at a time: the trace ladder and the CUDA grid, cached by their inputs.
 
 behaviour.py judges; this module computes what it judges. A side is one tree of one release: the
-upstream wheel unpacked, the patched wheel, or the grid's control (the patched tree with its
-nvcc-facing table emptied). Each probe run is keyed by everything that makes its result: the
+upstream wheel unpacked, the patched wheel, or the grid's control (the patched tree with
+every CUDA-version call answered from torch). Each probe run is keyed by everything that makes its result: the
 wheel's sha256; for a patched tree the series, the overlay and the engine modules that apply them
 (digests of their files); the probes' own source; the plan; torch's and Python's versions. The same
 key gives the stored result with no run; one byte changed in any input runs the probe again.
@@ -263,6 +263,9 @@ def grid_cells() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
         "bare": {**box, "layout": "bare"},  # nvcc alone: the last resort
         "on-path": {**box, "layout": "full", "on_path": True},  # no CUDA_HOME
         "none": {**box, "layout": "no-nvcc"},  # no nvcc: both fall back to torch's
+        # pip's nvcc (the nvidia-cuda-nvcc wheel's layout on sys.path) beside the system's CUDA_HOME:
+        # a lookup that took pip's first would pick 12.8 where CUDA_HOME's is 13.0
+        "pip-beside": {**box, "layout": "full", "pip_toolkit": "12.8"},
     }
     return cells, variants
 
@@ -277,22 +280,35 @@ def with_toolkits(cells: Sequence[dict[str, Any]], root: Path) -> list[dict[str,
             (home / "bin").mkdir(parents=True, exist_ok=True)
         else:
             home = make_toolkit(root, cell["toolkit_release"], layouts[cell["layout"]])
-        out.append({**cell, "toolkit": str(home)})
+        extra = {"site": str(pip_site(root, cell["pip_toolkit"]))} if "pip_toolkit" in cell else {}
+        out.append({**cell, "toolkit": str(home), **extra})
     return out
+
+
+PIP_NVCC = ("nvidia", "cuda_nvcc")  # where the nvidia-cuda-nvcc wheel puts the toolkit, under site-packages
+
+
+def pip_site(root: Path, release: str) -> Path:
+    """A site-packages directory holding pip's toolkit (include/cuda.h and bin/nvcc, no version.json)."""
+    site = root / f"site-packages-{release}"
+    home = site.joinpath(*PIP_NVCC)
+    if not home.exists():
+        make_toolkit(home.parent, release, ("cuda.h",)).rename(home)
+    return site
 
 
 def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = False) -> dict[str, Any]:
     """One tree through the grid: {"cells": [...], "variants": {...}} (compact for an upstream tree).
 
-    With `control`, the patched tree with its nvcc-facing table emptied (every call answered from
-    torch), over the torch 12.6 row: {"cells": [...]} for those cells.
+    With `control`, the patched tree with every CUDA-version call answered from torch (turn 1's
+    lookup), over the torch 12.6 row: {"cells": [...]} for those cells.
     """
     cells, variants = grid_cells()
     plan = grid_plan(control=control)
     chosen = plan["cells"]
 
     def compute() -> dict[str, Any]:
-        tree = {"key": "tree", "path": str(side.tree()), "empty_table": control}
+        tree = {"key": "tree", "path": str(side.tree()), "empty_table": control, "control_module": True}
         raw = run_probe("cuda_grid", {"trees": [tree], "cells": with_toolkits(chosen, toolkits), "jobs": 1})["tree"]
         if "cells" not in raw:
             return {"crash": raw}
@@ -309,7 +325,7 @@ def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = Fa
 def grid_plan(*, control: bool) -> dict[str, Any]:
     cells, variants = grid_cells()
     return {"cells": [c for c in cells if c["torch"] == "12.6"] if control else [*cells, *variants.values()],
-            "empty_table": control}
+            "empty_table": control, "control_module": True}
 
 
 def compiled_part(cell: dict[str, Any]) -> dict[str, Any]:
@@ -332,7 +348,8 @@ def compact_cell(cell: dict[str, Any]) -> dict[str, Any]:
     if "crash" in cell:
         return cell
     return {"compiled": compiled_digest(cell), "events": [e for e in cell.get("events", []) if e[0] == "process"],
-            "runtime_version": cell.get("runtime_version"), "archs": cell.get("archs")}
+            "runtime_version": cell.get("runtime_version"), "outside_version": cell.get("outside_version"),
+            "archs": cell.get("archs")}
 
 
 # --- one release: both sides, as the verdicts take them ---------------------------------------------------

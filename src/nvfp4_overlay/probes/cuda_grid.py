@@ -12,7 +12,13 @@ and records:
 - ``archs``: TARGET_CUDA_ARCHS, or the warning CompilationContext logged instead;
 - ``modules``: for each FP4-quantize JIT spec and a few whose flags come from the architecture list,
   the ``cuda_cflags`` line of the build.ninja that FlashInfer writes for it, or the error;
-- ``processes``: every process the cell started (an audit hook), and ``opened`` the toolkit files.
+- ``processes``: every process the cell started (an audit hook), and ``opened`` the toolkit files;
+- ``runtime_version``: what a run-time call site of the audit is answered, ``outside_version`` a
+  caller outside FlashInfer, ``overlay_warnings`` what the overlay warned of call sites it does not know.
+
+A tree with ``control_module`` also imports probes/cuda_control.py's JIT module, whose nvcc flags
+follow the toolkit through a call site no table lists; its spec is probed with the others. A cell
+with ``site`` puts that directory first on sys.path (pip's nvcc beside the system's toolkit).
 
 Paths are written as <tree>, <toolkit>, <workspace> so that two trees compare line for line.
 """
@@ -25,11 +31,13 @@ import logging
 import os
 import sys
 import tempfile
+import warnings as pywarnings
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import forking
+from nvfp4_overlay.probes import cuda_control, forking
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 ARCH_LIST_MODULES = [  # (module, function, arguments): flags from the architecture list
@@ -64,10 +72,13 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
     cold = _cold(cpp_ext)
     if cold is not None:
         return {"import_error": f"a CUDA version was looked up at import ({cold}); the grid needs it cold"}
-    if tree.get("empty_table"):  # the control: no call site asks nvcc's question (every answer torch's)
-        from flashinfer._nvfp4_overlay import nvcc_facing
+    if tree.get("empty_table"):  # the control: every call answered from torch, (no call site asks nvcc's question)
+        from flashinfer._nvfp4_overlay import cuda
 
-        nvcc_facing.NVCC_FACING.clear()
+        cuda._answers.clear()
+        cuda._classify = lambda module, qualname: "torch"
+    if tree.get("control_module"):  # a caller the audit never saw, as a new release would bring one
+        cuda_control.load(Path(tree["path"]))
     out = []
     for cell in cells:
         out.append(forking.in_child(functools.partial(probe_cell, cell, tree["path"], jit_core, cpp_ext)))
@@ -82,6 +93,8 @@ def probe_cell(cell: dict[str, Any], tree: str, jit_core: Any, cpp_ext: Any) -> 
         os.environ["PATH"] = os.path.join(toolkit, "bin") + os.pathsep + os.environ.get("PATH", "")
     else:
         os.environ["CUDA_HOME"] = toolkit
+    if cell.get("site"):
+        sys.path.insert(0, cell["site"])
     major, minor = cell["gpu"]
     torch.cuda.device_count = lambda: 1
     torch.cuda.is_available = lambda: True
@@ -107,19 +120,25 @@ def probe_cell(cell: dict[str, Any], tree: str, jit_core: Any, cpp_ext: Any) -> 
     jit_core.current_compilation_context.__init__()
     archs = sorted([m, str(s)] for m, s in jit_core.current_compilation_context.TARGET_CUDA_ARCHS)
     result: dict[str, Any] = {"archs": archs, "arch_warnings": [w for w in warnings if "capability" in w]}
+    clean = functools.partial(_clean, tree=tree, toolkit=toolkit, workspace=workspace, site=cell.get("site"))
     modules = {}
-    for name, make in _specs():
-        try:
-            spec = make()
-            spec.write_ninja()
-            with open(spec.ninja_path) as f:
-                flags = _ninja_variable(f.read(), "cuda_cflags")
-            modules[name] = {"cuda_cflags": [_clean(flag, tree, toolkit, workspace) for flag in flags]}
-        except Exception as exc:  # noqa: BLE001 - the error is the result, compared with upstream's
-            modules[name] = {"error": [type(exc).__name__, _clean(str(exc), tree, toolkit, workspace)[:300]]}
+    with pywarnings.catch_warnings(record=True) as caught:
+        pywarnings.simplefilter("always")
+        for name, make in _specs():
+            try:
+                spec = make()
+                spec.write_ninja()
+                with open(spec.ninja_path) as f:
+                    flags = _ninja_variable(f.read(), "cuda_cflags")
+                modules[name] = {"cuda_cflags": [clean(flag) for flag in flags]}
+            except Exception as exc:  # noqa: BLE001 - the error is the result, compared with upstream's
+                modules[name] = {"error": [type(exc).__name__, clean(str(exc))[:300]]}
+        # A run-time call site of the audit: torch's release (patched), nvcc's (upstream); and a
+        # caller outside FlashInfer: upstream's answer on both.
+        result["runtime_version"] = str(cuda_control.ask_as(cuda_control.RUN_TIME_SITE, cpp_ext.get_cuda_version))
+        result["outside_version"] = str(cpp_ext.get_cuda_version())
     result["modules"] = modules
-    # A run-time choice, from outside FlashInfer: torch's release (patched), nvcc's (upstream).
-    result["runtime_version"] = str(cpp_ext.get_cuda_version())
+    result["overlay_warnings"] = [str(w.message) for w in caught if "nvfp4-overlay" in str(w.message)]
     result["events"] = events
     return result
 
@@ -139,7 +158,8 @@ def _specs() -> list[tuple[str, Any]]:
             if attr.startswith("gen_fp4_quantization_sm") and attr.endswith("_module") and fn not in seen:
                 seen.add(fn)
                 specs.append((f"{module_name}.{attr}", fn))
-    for module_name, attr, args in ARCH_LIST_MODULES:
+    for module_name, attr, args in [*ARCH_LIST_MODULES, *([cuda_control.SPEC] if cuda_control.MODULE in sys.modules
+                                                           else [])]:
         try:
             fn = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError):
@@ -175,7 +195,8 @@ def _cold(cpp_ext: Any) -> str | None:
     return None
 
 
-def _clean(text: str, tree: str, toolkit: str, workspace: str) -> str:
+def _clean(text: str, tree: str, toolkit: str, workspace: str, site: str | None = None) -> str:
+    text = text.replace(site, "<site>") if site else text
     return text.replace(tree, "<tree>").replace(toolkit, "<toolkit>").replace(workspace, "<workspace>")
 
 

@@ -1,7 +1,7 @@
 """nvfp4-overlay: what nvfp4-overlay adds to FlashInfer, one source for every release.
 
 - cuda.py: get_cuda_path, get_cuda_version and is_cuda_version_at_least without a process,
-  in place of jit/cpp_ext.py's (patch 0001); nvcc_facing.py lists the call sites that ask nvcc.
+  in place of jit/cpp_ext.py's (patch 0001); cuda_sites.py lists the run-time call sites (torch's CUDA).
 - fp4.py: the public FP4 entry points as opaque custom ops while dynamo traces (patch 0002).
 
 The modules adapt to the release they land in by what they read there (signatures, where a

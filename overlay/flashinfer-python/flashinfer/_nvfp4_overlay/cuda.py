@@ -4,20 +4,26 @@ Added by nvfp4-overlay to every flashinfer-python release; patch 0001 puts these
 place of get_cuda_path, get_cuda_version and is_cuda_version_at_least in flashinfer/jit/cpp_ext.py
 (one decorator line each, ``@replaces``).
 
-FlashInfer asks its one get_cuda_version() two questions. Upstream answers both from
-``nvcc --version`` (after ``which nvcc``), so a call reached while torch.compile traces starts a
-process and fullgraph fails. Here the answer depends on the question, that is on the call site:
+FlashInfer asks its one get_cuda_version() two questions: what nvcc can compile (the architecture
+list and its suffix, ``-D`` feature gates, nvcc-only flags, kernel generation, AOT lists) and what
+the runtime offers (backend selection, whether a CuTe-DSL kernel may run). Upstream answers both
+from ``nvcc --version`` (after ``which nvcc``), so a call reached while torch.compile traces starts
+a process and fullgraph fails. Here the answer is upstream's unless the audit says otherwise:
 
-- What nvcc can compile: the architecture list and its suffix, ``-D`` feature gates, nvcc-only
-  flags, kernel generation, AOT lists (the call sites in nvcc_facing.py, from the audit in
-  docs/patches.md). Those get the toolkit's release exactly as upstream finds it: nvcc under
-  CUDA_HOME or CUDA_PATH, else the one on PATH (shutil.which, no ``which`` process), else
-  /usr/local/cuda; torch's release when there is no nvcc. The release is read from the toolkit's
-  own files (version.json, then CUDA_VERSION in include/cuda.h, which a pip-installed toolkit
-  has without version.json), and ``nvcc --version`` runs only when neither exists. So the
-  patched wheel writes upstream's nvcc command lines, refusals included.
-- Everything else, and every call while dynamo traces: ``torch.version.cuda``, the runtime the
-  kernels run on, known without a process (the toolkit's release when torch has no CUDA).
+- Every call gets the toolkit's release exactly as upstream finds it: nvcc under CUDA_HOME or
+  CUDA_PATH, else the one on PATH (shutil.which, no ``which`` process), else /usr/local/cuda;
+  torch's release when there is no nvcc. The release is read from the toolkit's own files
+  (version.json, then CUDA_VERSION in include/cuda.h, which a pip-installed toolkit has without
+  version.json), and ``nvcc --version`` runs only when neither exists. So the patched wheel writes
+  upstream's nvcc command lines, refusals included, for any caller, also one the audit never saw.
+- The run-time call sites (RUN_TIME in cuda_sites.py, from the audit in
+  patches/flashinfer-python/audit-cuda-versions.json), and every call while dynamo traces (dynamo
+  cannot inspect frames), get ``torch.version.cuda``: the runtime the kernels run on, known without
+  a process (the toolkit's release when torch has no CUDA).
+
+The call site is the calling frame's module and innermost named scope: a lambda or a comprehension
+asks for the function it sits in, a forwarder (FORWARDERS) for its caller. A FlashInfer caller the
+audit does not know (in neither RUN_TIME nor TOOLKIT) gets upstream's answer and warns once.
 """
 
 import json
@@ -26,26 +32,37 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
+from inspect import CO_OPTIMIZED
 from types import CodeType, FrameType
-from typing import Callable, Dict, Optional, TypeVar
+from typing import Callable, Dict, Mapping, Optional, Set, Tuple, TypeVar
 
 import torch
 from packaging.version import Version
 
-from .nvcc_facing import NVCC_FACING
+from .cuda_sites import FORWARDERS, RUN_TIME, TOOLKIT
 
 F = TypeVar("F", bound=Callable[..., object])
+Site = Tuple[str, str]  # (module, qualified name of the innermost named scope)
 
-# Frames Python makes for a comprehension or generator expression (3.10, 3.11): the call site is
-# the function they sit in.
-_ANONYMOUS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+
+class UnauditedCudaVersionCall(UserWarning):
+    """A FlashInfer function asked for the CUDA version and nvfp4-overlay's audit does not know it."""
+
+
+# The scopes Python makes that have no name of their own (3.11 runs a comprehension in a frame of its
+# own, 3.12 inlines list, set and dict comprehensions): the call site is the named scope around them.
+_ANONYMOUS = frozenset({"<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+_TORCH, _TOOLKIT, _FORWARDS = "torch", "toolkit", "forwards"
 
 # The lookups are cached like upstream's functools.cache, in plain dicts: dynamo ignores
 # functools.cache and traces the body of a cached function, the process included.
 _cuda_path: Dict[str, str] = {}
 _toolkit: Dict[str, Version] = {}
 _torch: Dict[str, Version] = {}
-_asks_nvcc: Dict[CodeType, bool] = {}
+_sites: Dict[CodeType, Site] = {}
+_answers: Dict[Site, str] = {}
+_code_names: Dict[str, Dict[CodeType, str]] = {}  # Python 3.10: module -> its code objects' qualnames
 
 
 def replaces(upstream: F) -> F:
@@ -64,7 +81,7 @@ def get_cuda_path() -> str:
 
 
 def get_cuda_version() -> Version:
-    """The toolkit's release at an nvcc-facing call site, else torch's (see the module docstring)."""
+    """Upstream's answer, torch's at a run-time call site and while dynamo traces (the module docstring)."""
     if torch.compiler.is_compiling():
         return torch_cuda_version()
     return _version_for(sys._getframe(1))
@@ -104,13 +121,51 @@ def toolkit_cuda_version() -> Version:
 
 
 def _version_for(frame: FrameType) -> Version:
+    answer = _answer(_site(frame))
+    while answer == _FORWARDS and frame.f_back is not None:
+        frame = frame.f_back  # a forwarder asks for its caller
+        answer = _answer(_site(frame))
+    return torch_cuda_version() if answer == _TORCH else toolkit_cuda_version()
+
+
+def _site(frame: FrameType) -> Site:
     code = frame.f_code
-    while code.co_name in _ANONYMOUS and frame.f_back is not None:
-        frame = frame.f_back  # a comprehension's frame: the question is the function's it sits in
-        code = frame.f_code
-    if code not in _asks_nvcc:
-        _asks_nvcc[code] = _listed(_module_of(frame), _qualname(frame))
-    return toolkit_cuda_version() if _asks_nvcc[code] else torch_cuda_version()
+    if code not in _sites:
+        _sites[code] = (_module_of(frame), named_scope(_qualname(frame)))
+    return _sites[code]
+
+
+def _answer(site: Site) -> str:
+    if site not in _answers:
+        _answers[site] = _classify(*site)
+    return _answers[site]
+
+
+def _classify(module: str, qualname: str) -> str:
+    if _listed(RUN_TIME, module, qualname):
+        return _TORCH
+    if _listed(FORWARDERS, module, qualname):
+        return _FORWARDS
+    if not _listed(TOOLKIT, module, qualname) and module.partition(".")[0] == "flashinfer":
+        warnings.warn(
+            f"flashinfer: {module} {qualname} asks for the CUDA version and is not in nvfp4-overlay's "
+            "audit; it gets the toolkit's release, as upstream answers it. Report it to nvfp4-overlay "
+            "(patches/flashinfer-python/audit-cuda-versions.json), saying whether it decides what nvcc "
+            "compiles.",
+            UnauditedCudaVersionCall,
+            stacklevel=5,  # the caller, past _answer, _version_for and get_cuda_version
+        )
+    return _TOOLKIT
+
+
+def named_scope(qualname: str) -> str:
+    """The innermost named scope of a qualified name: 'f' for 'f.<locals>.<lambda>', '<module>' for '<genexpr>'."""
+    parts = qualname.split(".")
+    while parts and parts[-1] in _ANONYMOUS:
+        parts.pop()
+        if parts and parts[-1] == "<locals>":
+            parts.pop()
+    return ".".join(parts) or "<module>"
 
 
 def _module_of(frame: FrameType) -> str:
@@ -118,37 +173,81 @@ def _module_of(frame: FrameType) -> str:
     if module == "__main__":  # python -m flashinfer.aot: the module's own name is its spec's
         spec = frame.f_globals.get("__spec__")
         module = getattr(spec, "name", module)
-    return module
+    return str(module)
 
 
-def _qualname(frame: FrameType) -> str:
-    """The calling function's qualified name: fused_moe/runners.py has five _check_support methods."""
-    code = frame.f_code
-    qualname = getattr(code, "co_qualname", None)  # Python 3.11
-    if qualname is not None:
-        return qualname
-    for value in list(frame.f_globals.values()):  # Python 3.10: the class whose method this code is
-        if isinstance(value, type):
-            method = value.__dict__.get(code.co_name)
-            method = getattr(method, "__func__", method)
-            if getattr(method, "__code__", None) is code:
-                return f"{value.__name__}.{code.co_name}"
-    return code.co_name
-
-
-def _listed(module: str, qualname: str) -> bool:
-    names = NVCC_FACING.get(module)
+def _listed(table: Mapping[str, "frozenset[str]"], module: str, qualname: str) -> bool:
+    names = table.get(module)
     if names is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
-        names = next((v for k, v in NVCC_FACING.items() if "*" in k and _matches(k, module)), None)
-    if names is None:
-        return False
-    # Python 3.10 names a nested function by itself: "has_sm" for "detect_sm_capabilities.<locals>.has_sm".
-    return qualname in names or ("." not in qualname and any(n.endswith(f"<locals>.{qualname}") for n in names))
+        names = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
+    return names is not None and qualname in names
 
 
 def _matches(pattern: str, module: str) -> bool:
     head, _, tail = pattern.partition("*")
     return module.startswith(head) and module.endswith(tail) and len(module) > len(head) + len(tail)
+
+
+# --- the calling function's qualified name -----------------------------------------------------
+
+
+def qualname_from_code(frame: FrameType) -> str:
+    return str(frame.f_code.co_qualname)  # type: ignore[attr-defined]  # Python 3.11
+
+
+def qualname_by_search(frame: FrameType) -> str:
+    """Python 3.10 has no co_qualname: the code object is found among the module's functions and classes."""
+    code = frame.f_code
+    if code.co_name == "<module>":
+        return "<module>"
+    module = str(frame.f_globals.get("__name__", ""))
+    names = _code_names.get(module)
+    if names is None or code not in names:  # walked again for a function made since
+        names = _code_names[module] = _names_in(frame.f_globals, module)
+    if code in names:
+        return names[code]
+    if code.co_name in ("<listcomp>", "<dictcomp>", "<setcomp>") and frame.f_back is not None:
+        return qualname_by_search(frame.f_back) + ".<locals>." + code.co_name  # run where it was made
+    return "<module>" if code.co_name in _ANONYMOUS else code.co_name
+
+
+def _names_in(namespace: Mapping[str, object], module: str) -> Dict[CodeType, str]:
+    found: Dict[CodeType, str] = {}
+    seen: Set[int] = set()
+
+    def code_of(code: CodeType, qualname: str) -> None:
+        found.setdefault(code, qualname)
+        link = ".<locals>." if code.co_flags & CO_OPTIMIZED else "."  # a class body has no <locals>
+        for inner in code.co_consts:
+            if isinstance(inner, CodeType) and inner not in found:
+                code_of(inner, qualname + link + inner.co_name)
+
+    def value_of(value: object) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, type):
+            if value.__module__ == module:
+                for member in list(vars(value).values()):
+                    value_of(member)
+            return
+        if isinstance(value, property):
+            for accessor in (value.fget, value.fset, value.fdel):
+                value_of(accessor)
+            return
+        value = getattr(value, "__func__", value)  # staticmethod, classmethod
+        while hasattr(value, "__wrapped__"):  # functools.cache, functools.wraps: the function inside
+            value = value.__wrapped__  # type: ignore[attr-defined]
+        code = getattr(value, "__code__", None)
+        if isinstance(code, CodeType) and getattr(value, "__module__", module) == module:
+            code_of(code, str(getattr(value, "__qualname__", code.co_name)))
+
+    for value in list(namespace.values()):
+        value_of(value)
+    return found
+
+
+_qualname = qualname_from_code if hasattr(CodeType, "co_qualname") else qualname_by_search
 
 
 # --- finding the toolkit, as upstream does, without a process ---------------------------------

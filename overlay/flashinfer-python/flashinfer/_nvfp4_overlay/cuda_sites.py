@@ -1,16 +1,59 @@
-"""nvfp4-overlay: the FlashInfer call sites whose CUDA version decides what nvcc compiles.
+"""nvfp4-overlay: which FlashInfer call sites get torch's CUDA release instead of upstream's answer.
 
-Data for cuda.py: a get_cuda_version() or is_cuda_version_at_least() call from a function listed
-here gets the toolkit's release, as upstream answers it; every other call gets torch's. Keys are
-module names (one '*' stands for any run of characters: 0.7.4 copies one loader, cake_build.py, into
-53 generated packages), values the calling functions' qualified names. This is the "toolkit" column
-of the audit of every call site of all carried releases (docs/audit/cuda_versions.json, the table in
-docs/patches.md); tests/test_cuda_audit.py holds the two to each other and to the releases' code.
+Data for cuda.py, rendered from patches/flashinfer-python/audit-cuda-versions.json (make docs;
+tests/test_cuda_audit.py holds the two equal). A get_cuda_version() or is_cuda_version_at_least()
+call gets what upstream answers (the toolkit's release) unless its calling function is in RUN_TIME.
+TOOLKIT names the sites the audit read and found nvcc-facing (they get upstream's answer and no
+warning); a FlashInfer caller in neither table gets upstream's answer and warns once. A call from a
+function in FORWARDERS is answered for that function's caller. Keys are module names (one '*' stands
+for any run of characters: 0.7.4 copies one loader, cake_build.py, into 53 generated packages),
+values the calling functions' qualified names.
 """
 
-NVCC_FACING = {
+RUN_TIME = {
+    'flashinfer.fused_moe.cute_dsl.b12x_moe': frozenset({
+        'B12xMoEWrapper.__init__',
+        'b12x_fused_moe',
+    }),
+    'flashinfer.fused_moe.runners': frozenset({
+        'SM12xFp8Runner._check_support',
+        'SM12xMxfp8Mxfp4Runner._check_support',
+        'SM12xNvfp4Bf16Runner._check_support',
+        'SM12xNvfp4Runner._check_support',
+        '_B12xRunner._check_support',
+        '_B12xRunner.check_support',
+    }),
+    'flashinfer.gemm.gemm_base': frozenset({
+        '_b12x_gemm_fp4_requirement',
+        '_heuristic_func_mm_fp4',
+    }),
+    'flashinfer.gemm.gemm_mm_mxfp8_cute_dsl': frozenset({
+        '_b12x_gemm_mxfp8_requirement',
+    }),
+    'flashinfer.gemm.gemm_svdquant': frozenset({
+        '_cake_nvfp4_svdquant_requirement',
+        '_cute_dsl_nvfp4_svdquant_requirement',
+    }),
+    'flashinfer.gemm.specialized_kernels._utils': frozenset({
+        'is_cuda_13_or_newer',
+    }),
+    'flashinfer.kda_kernels.packed_kda_decode_cute': frozenset({
+        '_check_b200',
+    }),
+    'flashinfer.kda_kernels.recurrent_kda': frozenset({
+        '_t1_fast_path_mode',
+    }),
+    'flashinfer.moe_ep.core.validation.common': frozenset({
+        'is_bf16_mxfp8_cutedsl_supported',
+        'validate_bf16_mxfp8_cutedsl_cuda',
+    }),
+}
+
+TOOLKIT = {
     'flashinfer.*cake_build': frozenset({
-        '_local_cuda_version',
+        'jit_spec',
+        'jit_specs',
+        'record_cuda_version',
     }),
     'flashinfer.__main__': frozenset({
         '<module>',
@@ -22,13 +65,13 @@ NVCC_FACING = {
         'gen_all_modules',
     }),
     'flashinfer.cake_dcp': frozenset({
-        '_is_cuda_version_at_least',
+        '_select_target',
     }),
     'flashinfer.cake_fmha': frozenset({
         '_cake_fmha_target',
         '_cake_fmha_target_of',
-        '_decode_program_toolkit_at_least',
         'context_nvfp4_programs_unavailable',
+        'select_cake_fmha_decode_route',
     }),
     'flashinfer.collect_env': frozenset({
         '_get_cuda_toolkit_info.<locals>._fi_cuda',
@@ -41,6 +84,21 @@ NVCC_FACING = {
     }),
     'flashinfer.diffusion_ops.minimax_h3': frozenset({
         '_check_runtime_support',
+    }),
+    'flashinfer.experimental.cake.cake_moe_grouped_gemm.cake_backend': frozenset({
+        '_jit_cuda_version',
+    }),
+    'flashinfer.experimental.cake_gdn_det_train_kcp.cake_backend': frozenset({
+        'test_jit_spec',
+    }),
+    'flashinfer.experimental.cake_gdn_train_kcp.cake_backend': frozenset({
+        'test_jit_spec',
+    }),
+    'flashinfer.experimental.cake_kda_det_train_kcp.cake_kcp_jit': frozenset({
+        'test_jit_spec',
+    }),
+    'flashinfer.experimental.cake_kda_train_kcp.cake_kcp_jit': frozenset({
+        'test_jit_spec',
     }),
     'flashinfer.experimental.cake_lm_head_loss.cake_jit': frozenset({
         'toolchain_runs_hidden_count',
@@ -123,10 +181,11 @@ NVCC_FACING = {
         '_run_flash_kda_decode',
     }),
     'flashinfer.kda_prefill': frozenset({
-        '_is_cuda_version_at_least',
+        '_select_cake_kda_prefill_target',
+        '_select_flash_kda_prefill_target',
     }),
     'flashinfer.locality_domain': frozenset({
-        '_get_cuda_version',
+        '_preflight',
     }),
     'flashinfer.mla._sparse_mla_sm120.cake_dsv41_mixed': frozenset({
         '_direct_cvt_toolchain',
@@ -142,13 +201,37 @@ NVCC_FACING = {
         'gen_sm90_push_fp8_moe_gemm_module',
     }),
     'flashinfer.msa_ops._blackwell_sm100': frozenset({
-        '_cuda_version_at_least',
         '_device_facts',
+        '_select_target',
     }),
     'flashinfer.msa_ops._nvfp4_prefill_sm100': frozenset({
         'toolkit_decline_reason',
     }),
     'flashinfer.quantization.fp4_quantization': frozenset({
         'gen_fp4_quantization_module',
+    }),
+}
+
+FORWARDERS = {
+    'flashinfer.*cake_build': frozenset({
+        '_local_cuda_version',
+    }),
+    'flashinfer.cake_dcp': frozenset({
+        '_is_cuda_version_at_least',
+    }),
+    'flashinfer.cake_fmha': frozenset({
+        '_decode_program_toolkit_at_least',
+    }),
+    'flashinfer.jit.cpp_ext': frozenset({
+        'is_cuda_version_at_least',
+    }),
+    'flashinfer.kda_prefill': frozenset({
+        '_is_cuda_version_at_least',
+    }),
+    'flashinfer.locality_domain': frozenset({
+        '_get_cuda_version',
+    }),
+    'flashinfer.msa_ops._blackwell_sm100': frozenset({
+        '_cuda_version_at_least',
     }),
 }
