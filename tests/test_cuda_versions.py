@@ -8,7 +8,7 @@ include/cuda.h. In each cell the two wheels must agree on TARGET_CUDA_ARCHS (or 
 refusal) and write the same ``cuda_cflags`` into build.ninja for every FP4-quantize JIT spec and for
 specs whose flags come from the architecture list (or fail with the same error). The patched wheel
 starts no process to learn a version where upstream runs nvcc. A control run with every call
-answered from torch (as the turn-1 patch did) must differ. Both trees also import a JIT module the
+answered from torch (a lookup that ignores the toolkit) must differ. Both trees also import a JIT module the
 audit has never seen (probes/cuda_control.py: its SM120 flags follow the toolkit, asked under an
 alias): the patched wheel must hand nvcc what upstream hands it there too, and say it does not know
 the call site.

@@ -300,8 +300,8 @@ def pip_site(root: Path, release: str) -> Path:
 def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = False) -> dict[str, Any]:
     """One tree through the grid: {"cells": [...], "variants": {...}} (compact for an upstream tree).
 
-    With `control`, the patched tree with every CUDA-version call answered from torch (turn 1's
-    lookup), over the torch 12.6 row: {"cells": [...]} for those cells.
+    With `control`, the patched tree with every CUDA-version call answered from torch (a lookup
+    that ignores the toolkit), over the torch 12.6 row: {"cells": [...]} for those cells.
     """
     cells, variants = grid_cells()
     plan = grid_plan(control=control)
