@@ -141,10 +141,17 @@ def test_the_cache_runs_a_probe_once_per_inputs_and_again_when_one_byte_changes(
     monkeypatch.setattr(oracle, "PROBES", probes)
     ladder()
     assert counted == ["flashinfer_trace"] * 3  # the same source: the same key
+    (probes / "sglang_regions.py").write_text("# another probe's source\n")
+    ladder()
+    assert counted == ["flashinfer_trace"] * 3  # a probe the ladder does not import: the same key
     cases = probes / "cases.py"
     cases.write_bytes(cases.read_bytes() + b"\n")  # one byte of the probes
     ladder()
     assert counted == ["flashinfer_trace"] * 4
+    stubs = probes / "serving_stubs.py"  # imported by the ladder's probe, not named by the plan
+    stubs.write_bytes(stubs.read_bytes() + b"\n")
+    ladder()
+    assert counted == ["flashinfer_trace"] * 5
 
 
 @pytest.mark.torch

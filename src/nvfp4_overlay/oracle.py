@@ -15,6 +15,7 @@ rotating sample of it on every run; a patched tree is probed in full.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
@@ -54,8 +55,33 @@ def digest_tree(root: Path, names: Sequence[str] | None = None) -> str:
     return digest.hexdigest()
 
 
-def probe_digest() -> str:
-    return digest_tree(PROBES)
+def probe_digest(probe: str) -> str:
+    """The source of a probe and of every probes/ module it imports, however deep (not the others:
+    a change to the SGLang probes leaves the FlashInfer results as they are)."""
+    return digest_tree(PROBES, sorted(probe_sources(probe)))
+
+
+def probe_sources(probe: str) -> set[str]:
+    """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names."""
+    seen: set[str] = set()
+    waiting = [probe]
+    while waiting:
+        name = waiting.pop()
+        path = PROBES / f"{name}.py"
+        if name in seen or not path.is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level == 1 or module == "nvfp4_overlay.probes":
+                    head = module if node.level == 1 else ""
+                    waiting += [head] if head else [a.name for a in node.names]
+                elif module.startswith("nvfp4_overlay.probes."):
+                    waiting.append(module.split(".")[2])
+            elif isinstance(node, ast.Import):
+                waiting += [a.name.split(".")[2] for a in node.names if a.name.startswith("nvfp4_overlay.probes.")]
+    return {f"{name}.py" for name in seen}
 
 
 def patched_inputs(wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist: str, version: str) -> dict[str, str]:
@@ -126,7 +152,7 @@ def _locked(path: Path) -> Iterator[None]:
 def key_of(probe: str, side: Side, plan: Mapping[str, Any], variant: str = "") -> dict[str, Any]:
     import torch  # the behaviour checks run where torch is: run_probe says so when it is not
 
-    return {"probe": probe, "probe_source": probe_digest(), "plan": short_digest(plan), "inputs": dict(side.inputs),
+    return {"probe": probe, "probe_source": probe_digest(probe), "plan": short_digest(plan), "inputs": dict(side.inputs),
             "side": side.kind + (f"/{variant}" if variant else ""), "torch": torch.__version__,
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
 
