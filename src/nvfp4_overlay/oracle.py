@@ -21,14 +21,16 @@ import fcntl
 import hashlib
 import json
 import os
+import select
 import stat
 import subprocess
 import sys
+import threading
 import zipfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from . import files
 from .errors import ConfigError
@@ -161,22 +163,62 @@ def key_of(probe: str, side: Side, plan: Mapping[str, Any], variant: str = "") -
 
 
 def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[str, Any]:
-    """Run probes/<probe>.py in a child of this interpreter, with no toolkit of this machine in sight."""
+    """Run probes/<probe>.py's run(plan) in a fork of this thread's warm probe interpreter (probes/serve.py)."""
+    server = _servers.get(threading.get_ident())
+    if server is None or server.poll() is not None:
+        server = _servers[threading.get_ident()] = _start_server()
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps({"probe": probe, "plan": plan}) + "\n")
+    server.stdin.flush()
+    line = _read_line(server, timeout)
+    if not line:
+        del _servers[threading.get_ident()]
+        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()}); run it again, or see its stderr above"
+        raise ConfigError(msg)
+    result: dict[str, Any] = json.loads(line)
+    if "crash" in result and set(result) <= {"crash", "stderr"}:
+        msg = f"probe {probe} failed:\n{result['crash'][-2000:]}\n{result.get('stderr', '')[-2000:]}"
+        raise ConfigError(msg)
+    return result
+
+
+_servers: dict[int, subprocess.Popen[str]] = {}  # thread -> its probe interpreter, kept for the process's life
+
+
+def _start_server() -> subprocess.Popen[str]:
+    """A child of this interpreter with torch imported, no toolkit of this machine in sight."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p and not os.path.exists(os.path.join(p, "nvcc")))
-    command = [sys.executable, "-m", f"nvfp4_overlay.probes.{probe}"]
-    done = subprocess.run(command, input=json.dumps(plan), capture_output=True, text=True, env=env, timeout=timeout)
-    if done.returncode != 0 or not done.stdout.strip():
-        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
-        if "No module named 'torch'" in done.stderr:
+    server = subprocess.Popen([sys.executable, "-m", "nvfp4_overlay.probes.serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert server.stdout is not None and server.stderr is not None
+    ready = server.stdout.readline()
+    if not ready:
+        error = server.stderr.read()
+        if "No module named 'torch'" in error:
             msg = (f"the behaviour checks need torch in this interpreter ({sys.executable}); "
-                   f"run them from make test's .venv (make refresh ...), or pip install torch")
+                   f"run them from make test's .venv, or pip install torch")
             raise ConfigError(msg, fix="pip install torch, or run from make test's .venv")
-        msg = f"probe {probe} failed (exit {done.returncode}):\n{tail}"
+        msg = f"the probe interpreter did not start:\n{error[-2000:]}"
         raise ConfigError(msg)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
+    threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()
+    return server
+
+
+def _drain(stream: IO[str]) -> None:
+    for _ in stream:  # the server's own stderr (a run's goes back with its result): read, so it never blocks
+        pass
+
+
+def _read_line(server: subprocess.Popen[str], timeout: float) -> str:
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    if not ready:
+        server.kill()
+        msg = f"a probe ran past {timeout:.0f} s: killed; it hung (a lock, a download?)"
+        raise ConfigError(msg)
+    return server.stdout.readline()
 
 
 def unpack(wheel: Path, into: Path) -> Path:

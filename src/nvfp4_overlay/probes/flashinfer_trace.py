@@ -48,9 +48,12 @@ OP_PREFIX = "nvfp4_overlay.flashinfer_"
 
 
 def main() -> None:
-    plan = json.load(sys.stdin)
-    result = forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
-    json.dump(result, sys.stdout)
+    json.dump(run(json.load(sys.stdin)), sys.stdout)
+
+
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """{tree key: its ladder}, each tree in a child of its own (probes/serve.py calls this too)."""
+    return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
 
 
 class Box:
@@ -116,21 +119,22 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
         out["entries"][name] = {"signature": case_table.parameters(fn), "schema": _schema(fn)}
     out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box, tree["path"]))
     # An upstream tree (no overlay) compiles the first case of each entry point, the one
-    # behaviour.upstream_fails reads; its other cases run eagerly, for the patched tree's eager
-    # calls to be held to. A patched tree compiles every case and logs its eager dispatcher ops.
+    # behaviour.upstream_fails reads, each in a child of its own; its other cases run eagerly, for
+    # the patched tree's eager calls to be held to. A patched tree runs each GPU in one child: every
+    # case eagerly, then every case that reached the kernel compiled together (run_gpu), and logs
+    # its eager dispatcher ops.
     overlay = bool(out["routed"])
+    quick = plan.get("quick", False)
     for cc in plan["gpus"]:
         key = f"{cc[0]}.{cc[1]}"
         _fake_capability(tuple(cc))
-        out[key] = {}
-        for name, fn in entries.items():
-            made = list(case_table.cases(name, fn, quick=plan.get("quick", False)))
-            out[key][name] = forking.in_child(
-                functools.partial(run_entry, fn, made, box, tree["path"], compile_all=overlay))
-        out[key]["eager_ops"] = {
-            name: forking.in_child(functools.partial(eager_op_log, fn, name))
-            for name, fn in entries.items() if overlay
-        }
+        made = {name: list(case_table.cases(name, fn, quick=quick)) for name, fn in entries.items()}
+        if overlay:
+            out[key] = forking.in_child(functools.partial(run_gpu, entries, made, box, tree["path"]))
+            out[key]["eager_ops"] = forking.in_child(functools.partial(eager_op_log, entries, made))
+        else:
+            out[key] = {name: forking.in_child(functools.partial(run_entry, fn, made[name], box, tree["path"]))
+                        for name, fn in entries.items()}
         out[key]["opt_in_fp4_op"] = forking.in_child(functools.partial(opt_in_fp4_op, box))
     return out
 
@@ -155,40 +159,70 @@ def opt_in_fp4_op(box: Box) -> dict[str, Any]:
     return out
 
 
-def run_entry(fn: Any, made: list[tuple[str, Any]], box: Box, tree: str, *, compile_all: bool) -> dict[str, Any]:
-    """Every case of one entry point: each called eagerly, then compiled with fullgraph.
+Call = tuple[str, str, Any, Any]  # (entry point, case id, fn, make)
 
-    The cases that reach the kernel eagerly are compiled together, one call each in one traced
-    function (one dynamo trace instead of one per case; each call is its own node, and the
-    compiled run's launches and outputs are split back per case); a case upstream refuses is
-    compiled alone, since a refusal ends a trace. Without compile_all (an upstream tree) only the
-    first case is compiled: upstream fails in the JIT loader, the cases after it would fail alike.
-    """
-    runs: dict[str, Any] = {}
-    for case_id, make in made:
+
+def eager_runs(calls: list[Call], box: Box, tree: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each case called eagerly: its outputs and kernel launches, or upstream's own refusal."""
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, case_id, fn, make in calls:
         args, kwargs = make(torch)
         del box.launches[:]
         try:
-            runs[case_id] = {"eager": {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}}
+            runs[name, case_id] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}
         except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
-            runs[case_id] = {"eager": {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}}
-    chosen = made if compile_all else made[:1]
-    reached = [(c, m) for c, m in chosen if "error" not in runs[c]["eager"]]
-    refused = [(c, m) for c, m in chosen if "error" in runs[c]["eager"]]
-    for group in ([reached] if reached else []) + [[one] for one in refused]:
-        for case_id, compiled in compile_cases(fn, group, box, tree, [runs[c]["eager"] for c, _ in group]).items():
-            runs[case_id]["compiled"] = compiled
+            runs[name, case_id] = {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}
     return runs
 
 
-def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
-                  eager: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """torch.compile(fullgraph=True) of one function that calls fn once per case, run once."""
-    inputs = [make(torch) for _, make in group]
+def run_entry(fn: Any, made: list[tuple[str, Any]], box: Box, tree: str) -> dict[str, Any]:
+    """An upstream tree's entry point: every case eagerly, the first compiled (upstream fails in the
+    JIT loader; the cases after it would fail alike)."""
+    calls = [("", case_id, fn, make) for case_id, make in made]
+    eager = eager_runs(calls, box, tree)
+    runs = {case_id: {"eager": eager["", case_id]} for _, case_id, _, _ in calls}
+    for (_, case_id), compiled in compile_calls(calls[:1], box, tree, eager).items():
+        runs[case_id]["compiled"] = compiled
+    return runs
+
+
+def run_gpu(entries: dict[str, Any], made: dict[str, list[tuple[str, Any]]], box: Box, tree: str) -> dict[str, Any]:
+    """A patched tree on one GPU: every case of every entry point eagerly, then compiled.
+
+    The cases that reach the kernel are compiled together, one call each in one traced function
+    (one dynamo trace instead of one per case: each call is its own node, and the compiled run's
+    launches and outputs are split back per case). Where that trace fails or does I/O, each entry
+    point is traced alone, and where that fails, each case alone, so that a problem is named where
+    it is. A case upstream refuses is compiled alone: a refusal ends a trace.
+    """
+    calls = [(name, case_id, fn, make) for name, fn in entries.items() for case_id, make in made[name]]
+    eager = eager_runs(calls, box, tree)
+    compiled: dict[tuple[str, str], dict[str, Any]] = {}
+    reached = [c for c in calls if "error" not in eager[c[0], c[1]]]
+    groups = [reached] if reached else []
+    while groups:
+        group = groups.pop()
+        found = compile_calls(group, box, tree, eager)
+        if len(group) > 1 and any("error" in r or r["trace_events"] for r in found.values()):
+            names = list(dict.fromkeys(c[0] for c in group))
+            groups += [[c for c in group if c[0] == n] for n in names] if len(names) > 1 else [[c] for c in group]
+            continue
+        compiled.update(found)
+    for call in calls:
+        if "error" in eager[call[0], call[1]]:
+            compiled.update(compile_calls([call], box, tree, eager))
+    return {name: {case_id: {"eager": eager[name, case_id], "compiled": compiled[name, case_id]}
+                   for case_id, _ in made[name]} for name in entries}
+
+
+def compile_calls(group: list[Call], box: Box, tree: str,
+                  eager: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """torch.compile(fullgraph=True) of one function that makes every call of the group, run once."""
+    inputs = [make(torch) for _, _, _, make in group]
     flat = [a for args, _ in inputs for a in args]
-    spans: list[tuple[int, int, dict[str, Any]]] = []  # (first positional input, how many, keyword arguments) per case
-    for args, kwargs in inputs:
-        spans.append((sum(n for _, n, _ in spans), len(args), kwargs))
+    spans: list[tuple[Any, int, int, dict[str, Any]]] = []  # (fn, first positional input, how many, keywords)
+    for (_, _, fn, _), (args, kwargs) in zip(group, inputs):
+        spans.append((fn, sum(n for _, _, n, _ in spans), len(args), kwargs))
     graphs: list[dict[str, Any]] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -197,45 +231,49 @@ def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
         vals = [a.meta.get("example_value", a.meta.get("val")) if hasattr(a, "meta") else None
                 for a in _flatten(output.args[0])]
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
-        graphs.append({"targets": list(dict.fromkeys(targets)),  # each once, in order
-                       "op_calls": sum(t.startswith(OP_PREFIX) for t in targets),
-                       "fake_outputs": [describe(v) for v in vals]})
+        graphs.append({"targets": targets, "fake_outputs": [describe(v) for v in vals]})
         return gm.forward
 
     def calls(*a: Any) -> list[Any]:
-        return [fn(*a[first:first + n], **kwargs) for first, n, kwargs in spans]
+        return [fn(*a[first:first + n], **kwargs) for fn, first, n, kwargs in spans]
 
     torch._dynamo.reset()
-    op = getattr(fn, "__nvfp4_overlay_op__", None)
-    if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta
-                              for args, kwargs in inputs for a in [*args, *kwargs.values()]):
-        # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
-        # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
-        # kernel, so the compiled run hands the recording kernel what an eager call hands it.
-        op.register_kernel("meta", op._init_fn)
+    for fn, _, _, _ in spans:
+        op = getattr(fn, "__nvfp4_overlay_op__", None)
+        if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta for a in [*flat, *_kwarg_values(spans)]):
+            # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
+            # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
+            # kernel, so the compiled run hands the recording kernel what an eager call hands it.
+            op.register_kernel("meta", op._init_fn)
     del box.launches[:], box.events[:]
     box.phase = "trace"
-    ids = [case_id for case_id, _ in group]
+    ids = [(name, case_id) for name, case_id, _, _ in group]
     try:
         results = torch.compile(calls, fullgraph=True, backend=backend)(*flat)
     except Exception as exc:  # noqa: BLE001 - upstream fails here; the message says where
         box.phase = "after"
         failed = {"error": error_summary(exc, tree), "trace_events": list(box.events)}
-        return {case_id: dict(failed) for case_id in ids}
+        return {i: dict(failed) for i in ids}
     box.phase = "after"
-    out: dict[str, dict[str, Any]] = {}
+    targets = graphs[0]["targets"] if graphs else []
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
-    for case_id, result, theirs in zip(ids, results, eager):
+    for (name, case_id), result in zip(ids, results):
         tensors = len(_flatten_tensors(result))
-        mine = len(theirs.get("launches", []))
-        out[case_id] = {"outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
-                        "fake_outputs": fakes[:tensors],
-                        "targets": graphs[0]["targets"] if graphs else [],
-                        "op_calls": graphs[0]["op_calls"] if graphs else 0, "calls": len(ids)}
+        mine = len(eager[name, case_id].get("launches", []))
+        op = f"{OP_PREFIX}{name}.default"
+        out[name, case_id] = {
+            "outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
+            "fake_outputs": fakes[:tensors], "targets": list(dict.fromkeys(targets)),  # each once, in order
+            "op_calls": targets.count(op), "calls": sum(n == name for n, _ in ids)}
         launches, fakes = launches[mine:], fakes[tensors:]
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
+
+
+def _kwarg_values(spans: list[tuple[Any, int, int, dict[str, Any]]]) -> list[Any]:
+    return [v for _, _, _, kwargs in spans for v in kwargs.values()]
 
 
 def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:
@@ -292,19 +330,24 @@ def lookups_under_fullgraph(box: Box, tree: str) -> dict[str, Any]:
     return result
 
 
-def eager_op_log(fn: Any, name: str) -> dict[str, Any]:
-    """The dispatcher ops an eager call goes through: no nvfp4_overlay op may be among them."""
-    made = next(iter(case_table.cases(name, fn, quick=True)), None)
-    if made is None:
-        return {"ops": []}
-    args, kwargs = made[1](torch)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        torch.ones(1)  # the instrument's own control: an op it must see (an in-place entry point allocates none)
-        try:
-            fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            return {"error": [type(exc).__name__, str(exc)[:300]]}
-    return {"ops": sorted({e.name for e in prof.events()})}
+def eager_op_log(entries: dict[str, Any], made: dict[str, list[tuple[str, Any]]]) -> dict[str, Any]:
+    """The dispatcher ops an eager call of each entry point (its first case) goes through: no
+    nvfp4_overlay op may be among them."""
+    out: dict[str, Any] = {}
+    for name, fn in entries.items():
+        if not made[name]:
+            out[name] = {"ops": []}
+            continue
+        args, kwargs = made[name][0][1](torch)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(1)  # the instrument's own control: an op it must see (an in-place entry point allocates none)
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                out[name] = {"error": [type(exc).__name__, str(exc)[:300]]}
+                continue
+        out[name] = {"ops": sorted({e.name for e in prof.events()})}
+    return out
 
 
 def _routed() -> list[str]:
