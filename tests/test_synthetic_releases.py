@@ -29,7 +29,7 @@ import pytest
 from helpers import OVERLAY, PATCHES, cache_dir, run_python
 from synthetic_release import PIP_NVCC, pip_toolkit_first, repack
 
-from nvfp4_overlay import cli, fetch, oracle, wheels
+from nvfp4_overlay import behaviour, cli, fetch, oracle, wheels
 from nvfp4_overlay.manifest import Target
 from nvfp4_overlay.probes import cuda_control
 
@@ -83,8 +83,9 @@ def test_refresh_refuses_the_release_naming_the_new_call_site_and_the_new_lookup
     module, function = cuda_control.SITE
     assert f"{module} {function} calls _toolkit_at_least(\"12.9\")" in output
     assert "upstream's get_cuda_path changed" in output and "upstream's get_cuda_version changed" in output
-    # and by behaviour: with pip's toolkit beside the system's, nvcc would get the other toolkit's flags
-    assert f"{NEW}: toolkit layout 'pip-beside': nvcc would get other flags than upstream's" in output
+    # the text refuses it first; the probes are not run (by behaviour, with pip's toolkit beside the
+    # system's nvcc would get the other toolkit's flags: test_with_pips_toolkit_beside_the_systems_...)
+    assert "the CUDA grid and the trace ladder were not run" in output
     assert not (PATCHES / "flashinfer-python" / NEW).exists()
 
 
@@ -159,3 +160,16 @@ def test_with_pips_toolkit_beside_the_systems_the_two_lookups_differ(trees: dict
     patched = _ask(trees["patched"], {"CUDA_HOME": str(system)}, (site,))
     assert upstream["flags"] == cuda_control.nvcc_flags(False)
     assert patched["flags"] == cuda_control.nvcc_flags(True)
+
+
+def test_the_grid_refuses_the_new_lookup_by_behaviour_too(trees: dict[str, Path], tmp_path: Path) -> None:
+    """Behind the audit, a second line: the grid's layout with pip's toolkit beside the system's hands
+    nvcc other flags patched than upstream, and the verdict says which layout."""
+    results = oracle.Results(None)
+    sides = [oracle.Side(NEW, kind, {"wheel": kind}, lambda kind=kind: trees[kind]) for kind in ("upstream", "patched")]
+    theirs, ours = (oracle.grid_for(side, results=results, toolkits=tmp_path) for side in sides)
+    cells, variants = oracle.grid_cells()
+    grid = {"cells": cells, "variant_names": list(variants), "upstream": theirs["cells"], "patched": ours["cells"],
+            "upstream_variants": theirs["variants"], "patched_variants": ours["variants"]}
+    problems = behaviour.grid_problems(NEW, grid)
+    assert f"{NEW}: toolkit layout 'pip-beside': nvcc would get other flags than upstream's" in problems, problems

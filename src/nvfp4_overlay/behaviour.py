@@ -166,9 +166,10 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
                  *, audit: Path | None = None, quick: bool = False) -> list[str]:
     """Build target from the series under patches_dir and hold it to its upstream wheel; the problems.
 
-    flashinfer-python: every CUDA-version call site classified by the audit, the CUDA-version grid,
-    the trace ladder of every routed entry point the release has. Other distributions: the build
-    alone (their behaviour is checked by the tests of the stacks they belong to).
+    flashinfer-python, cheapest first: the audits read from the release's text (every CUDA-version
+    call site classified, upstream's own lookups unchanged), then, if they pass, the CUDA-version
+    grid and the trace ladder of every routed entry point the release has. Other distributions: the
+    build alone (their behaviour is checked by the tests of the stacks they belong to).
     """
     options = wheels.Options(patches_dir, overlay_dir, workdir / "dist", source)
     try:
@@ -182,6 +183,8 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     pin = next(w for w in pinned.wheels if w.filename == built.upstream_filename)
     upstream_wheel = fetch.upstream_wheel(pinned, pin, source)
     problems = _audit_problems(target, upstream_wheel, audit or patches_dir)
+    if problems:  # the text already refuses the port: no need to probe it (the probes take a minute)
+        return [*problems, f"{target}: the CUDA grid and the trace ladder were not run: the audits above refuse first"]
     upstream = oracle.Side(target.version, "upstream", {"wheel": pin.sha256},
                            lambda: oracle.unpack(upstream_wheel, workdir / "upstream"))
     patched = oracle.Side(target.version, "patched",
