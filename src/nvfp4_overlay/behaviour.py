@@ -79,7 +79,9 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info is None:
             continue  # not in this release
         if info["schema"] is None:
-            problems.append(f"{release}: {name} is not routed (the overlay warned at import; no op)")
+            said = [w for w in patched.get("warnings", []) if f".{name} is not routed" in w]
+            why = said[0] if said else "the overlay warned at import"
+            problems.append(f"{release}: {name} is not routed ({why}; no op)")
             continue
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "

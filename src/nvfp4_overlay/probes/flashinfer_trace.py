@@ -35,6 +35,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from types import FrameType
 from typing import Any
 
@@ -101,7 +102,9 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
         os.environ.pop(var, None)
     os.environ["FLASHINFER_WORKSPACE_BASE"] = tree.get("workspace") or os.path.join(tree["path"], ".workspace")
     sys.path.insert(0, tree["path"])
-    import flashinfer
+    with warnings.catch_warnings(record=True) as caught:  # the overlay says here what it does not route, and why
+        warnings.simplefilter("always")
+        import flashinfer
     from flashinfer.jit import core as jit_core
 
     box = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
@@ -114,7 +117,9 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     entries = {name: getattr(flashinfer, name) for name in plan["entries"] if hasattr(flashinfer, name)}
     out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed(),
-                           "probed": list(plan["entries"])}
+                           "probed": list(plan["entries"]),
+                           "warnings": [_clean(str(w.message), tree["path"]) for w in caught
+                                        if str(w.message).startswith("nvfp4-overlay")]}
     for name, fn in entries.items():
         out["entries"][name] = {"signature": case_table.parameters(fn), "schema": _schema(fn)}
     out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box, tree["path"]))
