@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers import COMMITTED_ORACLE, FRESH_UPSTREAM, OVERLAY, PATCHES, ReleaseOracle, by_release, flashinfer_releases
 
-from nvfp4_overlay import oracle
+from nvfp4_overlay import grid, oracle
 from nvfp4_overlay.probes.cases import CANDIDATES
 
 RELEASES = flashinfer_releases()
@@ -49,8 +49,8 @@ def test_the_committed_upstream_half_is_current(release_oracle: ReleaseOracle, r
         pytest.skip(f"committed for torch {kept['torch']}, Python {kept['python']}: computed afresh here")
     stale = sorted(k for k in key if key[k] != kept.get(k))
     assert not stale, f"{COMMITTED_ORACLE / release}.json is stale ({', '.join(stale)}): run 'make oracle'"
-    grid = oracle.key_of("cuda_grid", upstream, oracle.grid_plan(control=False))
-    assert record["grid"]["key"] == grid, f"{COMMITTED_ORACLE / release}.json: the grid is stale: run 'make oracle'"
+    grid_key = oracle.key_of("cuda_grid", upstream, grid.grid_plan(control=False))
+    assert record["grid"]["key"] == grid_key, f"{COMMITTED_ORACLE / release}.json: the grid is stale: run 'make oracle'"
 
 
 @pytest.mark.upstream

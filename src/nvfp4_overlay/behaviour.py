@@ -23,8 +23,10 @@ from typing import Any
 from . import fetch, oracle, wheels
 from .archive import WheelReader
 from .errors import OverlayError
+from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
-from .oracle import TRACE_GPUS, compiled_digest, eager_digest, processes
+from .oracle import TRACE_GPUS, eager_digest
+from .probe_runner import unpack
 from .probes.cases import CANDIDATES
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
@@ -188,10 +190,10 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     if problems:  # the text already refuses the port: no need to probe it (the probes take a minute)
         return [*problems, f"{target}: the CUDA grid and the trace ladder were not run: the audits above refuse first"]
     upstream = oracle.Side(target.version, "upstream", {"wheel": pin.sha256},
-                           lambda: oracle.unpack(upstream_wheel, workdir / "upstream"))
+                           lambda: unpack(upstream_wheel, workdir / "upstream"))
     patched = oracle.Side(target.version, "patched",
                           oracle.patched_inputs(pin.sha256, patches_dir, overlay_dir, target.dist, target.version),
-                          lambda: oracle.unpack(built.wheel, workdir / "patched"))
+                          lambda: unpack(built.wheel, workdir / "patched"))
     # The same cache as the tests': a release probed once is not probed again for the same inputs.
     checks = oracle.Oracle(oracle.Results(source.cache_dir / "oracle"), workdir / "toolkits")
     problems += grid_problems(target.version, checks.grid(upstream, patched))

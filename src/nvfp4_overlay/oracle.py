@@ -20,27 +20,20 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import os
-import select
-import stat
-import subprocess
 import sys
-import threading
-import zipfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from . import files
-from .errors import ConfigError
+from .files import short_digest
+from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
+from .probe_runner import run_probe
 
 PACKAGE = Path(__file__).resolve().parent
 PROBES = PACKAGE / "probes"  # whose source is part of every key
 TRACE_GPUS = ((12, 0), (10, 0))
-TORCH = ("12.6", "12.8", "12.9", "13.0")
-TOOLKITS = ("12.8", "12.9", "13.0")
-GPUS = ((9, 0), (10, 0), (10, 3), (12, 0), (12, 1))
 
 
 # --- digests of what makes a result ------------------------------------------------------------------
@@ -96,11 +89,6 @@ def engine_digest() -> str:
     """The modules that apply a series and write the wheel (the package's top level: any of them
     may shape a patched file; probes/ and cli/ do not)."""
     return digest_tree(PACKAGE, sorted(p.name for p in PACKAGE.glob("*.py")))
-
-
-def short_digest(value: Any) -> str:
-    """A whole value, as the verdicts compare it: 16 hex digits of its canonical JSON's sha256."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # --- sides and the result cache ------------------------------------------------------------------------
@@ -160,79 +148,6 @@ def key_of(probe: str, side: Side, plan: Mapping[str, Any], variant: str = "") -
 
 
 # --- running a probe -------------------------------------------------------------------------------
-
-
-def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[str, Any]:
-    """Run probes/<probe>.py's run(plan) in a fork of this thread's warm probe interpreter (probes/serve.py)."""
-    server = _servers.get(threading.get_ident())
-    if server is None or server.poll() is not None:
-        server = _servers[threading.get_ident()] = _start_server()
-    assert server.stdin is not None and server.stdout is not None
-    server.stdin.write(json.dumps({"probe": probe, "plan": plan}) + "\n")
-    server.stdin.flush()
-    line = _read_line(server, timeout)
-    if not line:
-        del _servers[threading.get_ident()]
-        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()}); run it again, or see its stderr above"
-        raise ConfigError(msg)
-    result: dict[str, Any] = json.loads(line)
-    if "crash" in result and set(result) <= {"crash", "stderr"}:
-        msg = f"probe {probe} failed:\n{result['crash'][-2000:]}\n{result.get('stderr', '')[-2000:]}"
-        raise ConfigError(msg)
-    return result
-
-
-_servers: dict[int, subprocess.Popen[str]] = {}  # thread -> its probe interpreter, kept for the process's life
-
-
-def _start_server() -> subprocess.Popen[str]:
-    """A child of this interpreter with torch imported, no toolkit of this machine in sight."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p and not os.path.exists(os.path.join(p, "nvcc")))
-    server = subprocess.Popen([sys.executable, "-m", "nvfp4_overlay.probes.serve"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    assert server.stdout is not None and server.stderr is not None
-    ready = server.stdout.readline()
-    if not ready:
-        error = server.stderr.read()
-        if "No module named 'torch'" in error:
-            msg = (f"the behaviour checks need torch in this interpreter ({sys.executable}); "
-                   f"run them from make test's .venv, or pip install torch")
-            raise ConfigError(msg, fix="pip install torch, or run from make test's .venv")
-        msg = f"the probe interpreter did not start:\n{error[-2000:]}"
-        raise ConfigError(msg)
-    threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()
-    return server
-
-
-def _drain(stream: IO[str]) -> None:
-    for _ in stream:  # the server's own stderr (a run's goes back with its result): read, so it never blocks
-        pass
-
-
-def _read_line(server: subprocess.Popen[str], timeout: float) -> str:
-    assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], timeout)
-    if not ready:
-        server.kill()
-        msg = f"a probe ran past {timeout:.0f} s: killed; it hung (a lock, a download?)"
-        raise ConfigError(msg)
-    return server.stdout.readline()
-
-
-def unpack(wheel: Path, into: Path) -> Path:
-    """What the probes import: the wheel's Python and JSON files (0.6.11.post2 reads a workloads.json
-    at import) and its dist-info, not the sources, CUTLASS and cubins under flashinfer/data/ (0.7.4:
-    717 MB unpacked, about 30 MB this way)."""
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(into, [n for n in zf.namelist() if _readable(n)])
-    return into
-
-
-def _readable(name: str) -> bool:
-    top = name.split("/", 1)[0]
-    return top.endswith(".dist-info") or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/"))
 
 
 # --- the trace ladder ----------------------------------------------------------------------------------
@@ -299,72 +214,6 @@ def eager_digest(eager: dict[str, Any] | str) -> str:
 # --- the CUDA-version grid -------------------------------------------------------------------------
 
 
-def make_toolkit(root: Path, release: str, files_: Sequence[str] = ("version.json", "cuda.h")) -> Path:
-    """A CUDA_HOME whose bin/nvcc answers --version, with the release's version.json and cuda.h."""
-    home = root / f"cuda-{release}-{'-'.join(files_) or 'bare'}"
-    if home.exists():
-        return home
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text(
-        "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
-        f"echo 'Cuda compilation tools, release {release}, V{release}.93'\n"
-    )
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    major, minor = (int(p) for p in release.split("."))
-    if "version.json" in files_:
-        (home / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": f"{release}.1"}}))
-    if "cuda.h" in files_:
-        (home / "include").mkdir()
-        (home / "include" / "cuda.h").write_text(f"#pragma once\n#define CUDA_VERSION {major * 1000 + minor * 10}\n")
-    return home
-
-
-def grid_cells() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The 60 cells of the grid, and four other toolkit layouts on an SM120 box with a cu128 torch
-    beside a 13.0 toolkit; a cell names its toolkit by release and layout (with_toolkits gives paths)."""
-    cells: list[dict[str, Any]] = [{"torch": t, "toolkit_release": k, "layout": "full", "gpu": list(g)}
-                                   for t in TORCH for k in TOOLKITS for g in GPUS]
-    box: dict[str, Any] = {"torch": "12.8", "toolkit_release": "13.0", "gpu": [12, 0]}
-    variants: dict[str, dict[str, Any]] = {
-        "pip": {**box, "layout": "cuda.h"},  # include/cuda.h, no version.json: a pip-installed toolkit
-        "bare": {**box, "layout": "bare"},  # nvcc alone: the last resort
-        "on-path": {**box, "layout": "full", "on_path": True},  # no CUDA_HOME
-        "none": {**box, "layout": "no-nvcc"},  # no nvcc: both fall back to torch's
-        # pip's nvcc (the nvidia-cuda-nvcc wheel's layout on sys.path) beside the system's CUDA_HOME:
-        # a lookup that took pip's first would pick 12.8 where CUDA_HOME's is 13.0
-        "pip-beside": {**box, "layout": "full", "pip_toolkit": "12.8"},
-    }
-    return cells, variants
-
-
-def with_toolkits(cells: Sequence[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
-    """The cells with the CUDA_HOME each names, made under root."""
-    layouts = {"full": ("version.json", "cuda.h"), "cuda.h": ("cuda.h",), "bare": ()}
-    out = []
-    for cell in cells:
-        if cell["layout"] == "no-nvcc":
-            home = root / "cuda-without-nvcc"
-            (home / "bin").mkdir(parents=True, exist_ok=True)
-        else:
-            home = make_toolkit(root, cell["toolkit_release"], layouts[cell["layout"]])
-        extra = {"site": str(pip_site(root, cell["pip_toolkit"]))} if "pip_toolkit" in cell else {}
-        out.append({**cell, "toolkit": str(home), **extra})
-    return out
-
-
-PIP_NVCC = ("nvidia", "cuda_nvcc")  # where the nvidia-cuda-nvcc wheel puts the toolkit, under site-packages
-
-
-def pip_site(root: Path, release: str) -> Path:
-    """A site-packages directory holding pip's toolkit (include/cuda.h and bin/nvcc, no version.json)."""
-    site = root / f"site-packages-{release}"
-    home = site.joinpath(*PIP_NVCC)
-    if not home.exists():
-        make_toolkit(home.parent, release, ("cuda.h",)).rename(home)
-    return site
-
-
 def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = False) -> dict[str, Any]:
     """One tree through the grid: {"cells": [...], "variants": {...}} (compact for an upstream tree).
 
@@ -388,36 +237,6 @@ def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = Fa
     key = key_of("cuda_grid", side, plan, "control" if control else "")
     result: dict[str, Any] = results.computed("cuda_grid", side, key, compute)
     return result
-
-
-def grid_plan(*, control: bool) -> dict[str, Any]:
-    cells, variants = grid_cells()
-    return {"cells": [c for c in cells if c["torch"] == "12.6"] if control else [*cells, *variants.values()],
-            "empty_table": control, "control_module": True}
-
-
-def compiled_part(cell: dict[str, Any]) -> dict[str, Any]:
-    """What nvcc would be handed: the architectures (or the refusal logged) and each spec's flags."""
-    return {"archs": cell.get("archs"), "arch_warnings": cell.get("arch_warnings"), "modules": cell.get("modules")}
-
-
-def compiled_digest(cell: dict[str, Any]) -> str:
-    """compiled_part as a digest; a compact cell holds it."""
-    return str(cell["compiled"]) if "compiled" in cell else short_digest(compiled_part(cell))
-
-
-def processes(cell: dict[str, Any]) -> list[list[str]]:
-    return [e[1:] for e in cell.get("events", []) if e[0] == "process"]
-
-
-def compact_cell(cell: dict[str, Any]) -> dict[str, Any]:
-    """What the verdicts read of an upstream cell: what nvcc is handed (a digest of the architectures
-    and every spec's flags), the processes started, the run-time answer, the architectures."""
-    if "crash" in cell:
-        return cell
-    return {"compiled": compiled_digest(cell), "events": [e for e in cell.get("events", []) if e[0] == "process"],
-            "runtime_version": cell.get("runtime_version"), "outside_version": cell.get("outside_version"),
-            "archs": cell.get("archs")}
 
 
 # --- one release: both sides, as the verdicts take them ---------------------------------------------------
