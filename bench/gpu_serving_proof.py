@@ -88,7 +88,7 @@ def cutlass_calls(torch: Any, core: Any, params: set[str]) -> dict[str, tuple[di
     calls: dict[str, tuple[dict[str, Any], bool]] = {
         "bf16": ({**routing, "input": bf16(T, H), "fc1_expert_weights": bf16(E, 2 * INTER, H, scale=0.05),
                   "fc2_expert_weights": bf16(E, H, INTER, scale=0.05), "output_dtype": torch.bfloat16,
-                  "quant_scales": [], "activation_type": swiglu, **det}, True),
+                  "quant_scales": None, "activation_type": swiglu, **det}, True),  # SGLang's bf16: no scales
         "fp8-per-tensor": ({**routing, "input": bf16(T, H).to(torch.float8_e4m3fn),
                             "fc1_expert_weights": bf16(E, 2 * INTER, H, scale=0.05).to(torch.float8_e4m3fn),
                             "fc2_expert_weights": bf16(E, H, INTER, scale=0.05).to(torch.float8_e4m3fn),
@@ -272,6 +272,47 @@ def capture(torch: Any, compiled: Any, tensors: dict[str, Any], eager: list[byte
 # --- the driver --------------------------------------------------------------------------------------
 
 
+def verdicts(found: dict[str, Any]) -> dict[str, str]:
+    """Per release/API/call of a patched wheel: "proven" or what fell short. A call that computes on
+    SM90: one op in the graph, fake == real, compiled and the CUDA graph's replay == eager (a kernel
+    that is not deterministic is said so). One that does not: the op in the graph and the compiled
+    call refusing as eager does. With the upstream wheel of the release: its eager outputs == ours."""
+    out: dict[str, str] = {}
+    for key, run in found.items():
+        release, kind = key.split("/")
+        if kind != "patched":
+            continue
+        if "crash" in run:
+            out[key] = f"crashed: {run['crash'][-300:]}"
+            continue
+        theirs = found.get(f"{release}/upstream", {}).get("apis", {})
+        for api, info in run.get("apis", {}).items():
+            for case, rec in info["calls"].items():
+                op = f"nvfp4_overlay.flashinfer_{api}.default"
+                graphs = rec.get("compiled", {}).get("graphs", [])
+                short = [] if graphs and op in graphs[0]["targets"] else ["no op in the graph"]
+                if "error" in rec["eager"]:
+                    short += [] if rec["compiled"].get("same_error_as_eager") else ["compiled does not refuse as eager"]
+                elif "error" in rec["compiled"]:
+                    short.append(f"compiled raised where eager did not: {rec['compiled']['error']}")
+                else:
+                    compiled, graph = rec["compiled"], rec.get("cuda_graph", {})
+                    short += [] if compiled.get("fake_equals_real") else ["fake != real"]
+                    if "error" in graph:
+                        short.append(f"CUDA graph: {graph['error']}")
+                    elif rec["eager"]["deterministic"]:
+                        short += [] if all(compiled["equal_eager"]) else ["compiled != eager"]
+                        short += [] if all(graph["equal_eager"]) else ["replay != eager"]
+                    else:
+                        short.append("the kernel is not deterministic: no byte comparison")
+                    upstream = theirs.get(api, {}).get("calls", {}).get(case, {}).get("eager", {})
+                    if upstream.get("sha256") and rec["eager"]["deterministic"]:
+                        short += [] if upstream["sha256"] == rec["eager"]["sha256"] else ["eager != upstream's eager"]
+                out[f"{key}/{api}/{case}"] = "proven" if not short else "; ".join(short)
+    return out
+
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--wheels", type=Path)
@@ -305,7 +346,8 @@ def main() -> None:
                 site, root / f"ws-{release}", args.only, args.timeout)
             (args.out / "gpu_serving_proof.json").write_text(json.dumps({"runs": found}, indent=1))
     nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-2:]
-    result = {"facts": {"wall_s": round(time.monotonic() - start, 1), "nvcc": nvcc}, "runs": found}
+    result = {"facts": {"wall_s": round(time.monotonic() - start, 1), "nvcc": nvcc}, "verdicts": verdicts(found),
+              "runs": found}
     (args.out / "gpu_serving_proof.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1)[:11000])
 
