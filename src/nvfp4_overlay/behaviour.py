@@ -27,7 +27,7 @@ from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
 from .oracle import TRACE_GPUS, eager_digest
 from .probe_runner import unpack
-from .probes.cases import CANDIDATES
+from .probes.cases import CANDIDATES, has_kernel
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -126,6 +126,8 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
                             f"calls for {compiled.get('calls')} calls of it), not one opaque {name} op per call")
         if compiled["trace_events"]:
             problems.append(f"{where} [{case}]: while tracing: {compiled['trace_events'][:3]}")
+        if any(tracing for _, tracing in compiled.get("tactics", [])):
+            problems.append(f"{where} [{case}]: the AutoTuner chose a tactic while dynamo traced")
         if compiled["launches"] != eager["launches"]:
             problems.append(f"{where} [{case}]: the kernel gets {compiled['launches']} compiled, "
                             f"{eager['launches']} eager")
@@ -135,9 +137,14 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
         if compiled["outputs"] != eager["outputs"]:
             problems.append(f"{where} [{case}]: the compiled run returns {compiled['outputs']}, eager "
                             f"{eager['outputs']}")
+    reached = [case for case, run in patched.items() if "error" not in run["eager"]]
     if not patched:
         problems.append(f"{where}: no case ran")
-    elif all("error" in run["eager"] for run in patched.values()):
+    elif not has_kernel(name, gpu, release):  # every call refuses: upstream has no kernel there
+        if reached:
+            problems.append(f"{where}: {reached[0]} reached the kernel, where probes/cases.py NO_KERNEL says "
+                            f"upstream has none: drop the release from NO_KERNEL")
+    elif not reached:
         first = next(iter(patched.values()))["eager"]["error"]
         problems.append(f"{where}: no case reached the kernel, every eager call raised (first: {first[0]}: "
                         f"{first[1][:200]})")

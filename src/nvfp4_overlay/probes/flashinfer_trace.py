@@ -5,14 +5,16 @@ tree (an unpacked upstream or patched wheel), for each GPU of the plan (the comp
 faked, tensors are CPU or meta tensors), for each entry point the release has and each of its
 cases (probes/cases.py):
 
-- ``eager``: the outputs (shape, stride, dtype) of an eager call and the kernel launches it made;
+- ``eager``: the outputs (shape, stride, dtype) of an eager call, the kernel launches it made and
+  the AutoTuner's tactic choices (serving_stubs records each with whether dynamo was tracing);
 - ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
   ``torch.compile(fullgraph=True)``: the error (its kind, first line, the builtin dynamo gave up
   on, dynamo's user stack as file:function), or the graph's call_function targets, the op's fake
-  outputs as dynamo saw them (the graph's output meta), the outputs and launches of the compiled
-  run; and what happened while dynamo traced: processes started and FlashInfer files opened (an
-  audit hook; dynamo's own linecache reads of traced source are counted apart). The cases that
-  reach the kernel are traced together, one call each in one function (run_entry says why).
+  outputs as dynamo saw them (the graph's output meta; a tensor the caller passed and gets back,
+  ``output=``, as it was passed), the outputs, launches and tactic choices of the compiled run;
+  and what happened while dynamo traced: processes started and FlashInfer files opened (an audit
+  hook; dynamo's own linecache reads of traced source are counted apart). The cases that reach
+  the kernel are traced together, one call each in one function (run_entry says why).
 
 Results name no path of this machine (the tree is ``<tree>``), so that an upstream result can be
 kept as a fact about its wheel (oracle.py) and held to a patched tree's line for line.
@@ -30,6 +32,7 @@ recording kernel as an eager call does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -65,6 +68,8 @@ class Box:
         self.phase = "setup"
         self.events: list[list[str]] = []
         self.launches: list[list[Any]] = []
+        self.tactics: list[list[Any]] = []  # the AutoTuner's choices (serving_stubs): [op, while tracing?]
+        self.loader_setups: list[str] = []  # the libraries handed to the cubin loader (serving_stubs)
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.phase != "trace":
@@ -168,13 +173,22 @@ Call = tuple[str, str, Any, Any]  # (entry point, case id, fn, make)
 
 
 def eager_runs(calls: list[Call], box: Box, tree: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Each case called eagerly: its outputs and kernel launches, or upstream's own refusal."""
+    """Each case called eagerly: its outputs, kernel launches and tactic choices, or upstream's refusal.
+
+    Each case is called once on inputs of its own before the call that is kept: a first call fills
+    the process's caches (the module, the cubin loader's setup, a MoE runner built per dtype), which
+    the compiled run then finds filled; the kept eager call sees the process as the compiled one does.
+    """
     runs: dict[tuple[str, str], dict[str, Any]] = {}
     for name, case_id, fn, make in calls:
+        warm_args, warm_kwargs = make(torch)
+        with contextlib.suppress(Exception):  # a refusal is the kept call's to report
+            fn(*warm_args, **warm_kwargs)
         args, kwargs = make(torch)
-        del box.launches[:]
+        del box.launches[:], box.tactics[:]
         try:
-            runs[name, case_id] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}
+            runs[name, case_id] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches),
+                                   "tactics": list(box.tactics)}
         except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
             runs[name, case_id] = {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}
     return runs
@@ -250,7 +264,7 @@ def compile_calls(group: list[Call], box: Box, tree: str,
             # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
             # kernel, so the compiled run hands the recording kernel what an eager call hands it.
             op.register_kernel("meta", op._init_fn)
-    del box.launches[:], box.events[:]
+    del box.launches[:], box.events[:], box.tactics[:]
     box.phase = "trace"
     ids = [(name, case_id) for name, case_id, _, _ in group]
     try:
@@ -263,15 +277,16 @@ def compile_calls(group: list[Call], box: Box, tree: str,
     targets = graphs[0]["targets"] if graphs else []
     out: dict[tuple[str, str], dict[str, Any]] = {}
     launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
-    for (name, case_id), result in zip(ids, results):
-        tensors = len(_flatten_tensors(result))
+    for (name, case_id), result, (args, kwargs) in zip(ids, results, inputs):
         mine = len(eager[name, case_id].get("launches", []))
+        handed_back, fakes = _fake_outputs(result, [*args, *kwargs.values()], fakes)
         op = f"{OP_PREFIX}{name}.default"
         out[name, case_id] = {
             "outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
-            "fake_outputs": fakes[:tensors], "targets": list(dict.fromkeys(targets)),  # each once, in order
-            "op_calls": targets.count(op), "calls": sum(n == name for n, _ in ids)}
-        launches, fakes = launches[mine:], fakes[tensors:]
+            "fake_outputs": handed_back, "targets": list(dict.fromkeys(targets)),  # each once, in order
+            "op_calls": targets.count(op), "calls": sum(n == name for n, _ in ids),
+            "tactics": list(box.tactics)}  # the group's AutoTuner choices: [op, while tracing?]
+        launches = launches[mine:]
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
@@ -279,6 +294,23 @@ def compile_calls(group: list[Call], box: Box, tree: str,
 
 def _kwarg_values(spans: list[tuple[Any, int, int, dict[str, Any]]]) -> list[Any]:
     return [v for _, _, _, kwargs in spans for v in kwargs.values()]
+
+
+def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list[Any], list[Any]]:
+    """What the trace saw of one case's result tensors, and the graph outputs left for the next case.
+
+    A tensor of the result that is one of the case's own inputs (``output=`` handed back) is no
+    output of the graph (dynamo returns a graph input as it is): the trace saw the caller's tensor.
+    Every other result tensor is the next output of the graph, as the op's fake made it.
+    """
+    seen = []
+    for tensor in _flatten_tensors(result):
+        if any(tensor is g for g in given):
+            seen.append(describe(tensor))
+        else:
+            seen.append(fakes[0] if fakes else None)
+            fakes = fakes[1:]
+    return seen, fakes
 
 
 def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:
