@@ -11,7 +11,9 @@ Weights hold ones: tracing reads shapes and dtypes, never values.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,6 +27,9 @@ LAYERNORM = "sglang.srt.layers.layernorm"
 KVFP4 = "sglang.srt.layers.quantization.kvfp4_tensor"
 QWEN2_MOE = "sglang.srt.models.qwen2_moe"
 QWEN3_5 = "sglang.srt.models.qwen3_5"
+MOE_UTILS = "sglang.srt.layers.moe.utils"
+SERVER_ARGS = "sglang.srt.server_args"
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 HF_NVFP4 = {"quantization": {"quant_algo": "NVFP4", "group_size": 16, "kv_cache_quant_algo": None,
                              "exclude_modules": []}}
 
@@ -74,11 +79,49 @@ class Region:
     needs: tuple[str, ...] = field(default=())
 
 
+def serve(ctx: Context, moe_runner_backend: str = "auto") -> None:
+    """A server's configuration: SGLang's own ServerArgs at its defaults for an NVFP4 checkpoint
+    (``--quantization modelopt_fp4 --moe-runner-backend X``), published with SGLang's own
+    ``set_global_server_args_for_scheduler`` (from 0.5.21 ``runtime_context.publish`` with the ranks of
+    a one-GPU server's rank 0, as its launcher does), then ``initialize_moe_config`` as the scheduler
+    does; validation and resolution do not run (they read the model's HF config and the GPUs)."""
+    module = ctx.module(SERVER_ARGS)
+    args = object.__new__(module.ServerArgs)
+    for spec in dataclasses.fields(module.ServerArgs):
+        default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else (
+            None if spec.default is dataclasses.MISSING else spec.default)
+        object.__setattr__(args, spec.name, default)
+    wanted = {"model_path": "nvfp4-region-probe", "quantization": "modelopt_fp4",
+              "moe_runner_backend": moe_runner_backend}
+    for name, value in wanted.items():
+        object.__setattr__(args, name, value)
+    object.__setattr__(args, "_resolution_finished", True)  # resolve_once (0.5.19 on): nothing to resolve
+    context = ctx.module(RUNTIME_CONTEXT) if ctx.has(RUNTIME_CONTEXT.replace(".", "/") + ".py") else None
+    if context is not None and "ranks" in inspect.signature(getattr(context, "publish", len)).parameters:
+        # 0.5.21 on: the launcher publishes this process's place too (rank 0 of one GPU)
+        context.publish(args, role="scheduler", ranks=context.SpawnRanks(world_rank=0, gpu_id=0))
+    else:
+        module.set_global_server_args_for_scheduler(args)
+    initialize = ctx.module(MOE_UTILS).initialize_moe_config
+    initialize(*([args] if inspect.signature(initialize).parameters else []))
+    single_process_parallel(ctx)
+
+
 def single_process_parallel(ctx: Context) -> None:
-    """SGLang's process groups, each of one rank (sglang_machine.SingleRankGroup): its layers ask them."""
-    from nvfp4_overlay.probes.sglang_machine import single_rank_groups
+    """SGLang's process groups, each of one rank (sglang_machine.SingleRankGroup): its layers ask them,
+    from parallel_state and (0.5.21 on) from the runtime context, where building the groups records
+    every ``*_group`` field (``get_parallel().override_permanently``, as initialize_model_parallel does)."""
+    from nvfp4_overlay.probes.sglang_machine import SingleRankGroup, single_rank_groups
 
     single_rank_groups(ctx.module("sglang.srt.distributed.parallel_state"))
+    if not ctx.has(RUNTIME_CONTEXT.replace(".", "/") + ".py"):
+        return
+    context = ctx.module(RUNTIME_CONTEXT)
+    fields = getattr(context, "_parallel_fields", None)
+    if fields is None or not hasattr(context.get_parallel(), "override_permanently"):
+        return
+    groups = {name: SingleRankGroup(name) for name in sorted(fields()) if name.endswith("_group")}
+    context.get_parallel().override_permanently(**groups)
 
 
 def ones(layer: Any, torch: Any) -> None:
@@ -139,8 +182,6 @@ def _static_fp8_linear(ctx: Context) -> Any:
 
 
 def _rmsnorm_quant(ctx: Context, residual: bool) -> Built | Absent:
-    import inspect
-
     norm_class = ctx.module(LAYERNORM).RMSNorm
     if "quant_linear" not in inspect.signature(norm_class.forward_cuda).parameters:
         return Absent(f"{LAYERNORM.replace('.', '/')}.py: RMSNorm.forward_cuda takes no quant_linear")
@@ -181,9 +222,10 @@ def qwen2_moe_silu_fp4(ctx: Context) -> Built | Absent:
     if not hasattr(mlp_class, "_silu_fp4_quant_fused"):
         return Absent(f"{QWEN2_MOE.replace('.', '/')}.py: Qwen2MoeMLP has no _silu_fp4_quant_fused")
     torch = ctx.torch
-    single_process_parallel(ctx)
-    mlp = mlp_class(256, 256, "silu", quant_config=modelopt_fp4_config(ctx), prefix="model.layers.0.mlp",
-                    tp_rank=0, tp_size=1)
+    serve(ctx)  # from 0.5.22 its linear layers read the published parallel configuration
+    parallel = {k: v for k, v in {"tp_rank": 0, "tp_size": 1}.items()
+                if k in inspect.signature(mlp_class.__init__).parameters}  # up to 0.5.21
+    mlp = mlp_class(256, 256, "silu", quant_config=modelopt_fp4_config(ctx), prefix="model.layers.0.mlp", **parallel)
     for linear in (mlp.gate_up_proj, mlp.down_proj):
         ones(linear, torch)
         linear.quant_method.process_weights_after_loading(linear)
@@ -206,7 +248,7 @@ def _contexts(*managers: Callable[[], Any]) -> Callable[[], contextlib.AbstractC
 DENSE_REGIONS: tuple[Region, ...] = (
     Region("modelopt_fp4_linear", modelopt_fp4_linear, (LINEAR, MODELOPT)),
     Region("w4a4_nvfp4_scheme", w4a4_nvfp4_scheme, (W4A4,)),
-    Region("qwen2_moe_silu_fp4", qwen2_moe_silu_fp4, (QWEN2_MOE, QWEN3_5)),
+    Region("qwen2_moe_silu_fp4", qwen2_moe_silu_fp4, (QWEN2_MOE, QWEN3_5, SERVER_ARGS, MOE_UTILS)),
     Region("rmsnorm_fp8_quant", rmsnorm_fp8_quant, (LAYERNORM, FP8)),
     Region("fused_add_rmsnorm_fp8_quant", fused_add_rmsnorm_fp8_quant, (LAYERNORM, FP8)),
     Region("kv_fp4_quantize", kv_fp4_quantize, (KVFP4,)),

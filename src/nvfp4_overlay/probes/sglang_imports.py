@@ -10,6 +10,8 @@
 - an SGLang module whose import raises with those stand-ins (a transformers config, a tokenizer
   helper) becomes a stand-in itself, keeping what it defined before it raised, with the reason
   recorded; the modules a region runs (its ``needs``) must import for real;
+- msgspec (compiled, absent here; SGLang's ServerArgs is a msgspec struct from 0.5.20): a stand-in
+  whose Struct, defstruct, field and structs work over dataclasses (``msgspec_stand_in``);
 - ``include/`` and ``csrc/`` of SGLang's JIT kernel package (C++ sources, not unpacked) exist, empty.
 
 ``STUBBED`` names every stand-in made, with why; the probe reports it.
@@ -18,6 +20,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib.abc
 import importlib.machinery
@@ -149,12 +152,69 @@ class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return not any(f.find_spec(top, None) for f in finders)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name == "msgspec":
+            STUBBED["msgspec"] += "; Struct, defstruct, field and structs work, over dataclasses"
+            return msgspec_stand_in()
         module = StubModule(spec.name)
         module.__path__ = []
         return module
 
     def exec_module(self, module: types.ModuleType) -> None:
         pass
+
+
+def msgspec_stand_in() -> types.ModuleType:
+    """msgspec (compiled, absent here), as far as SGLang's configuration needs it to work: Struct
+    subclasses and defstruct become keyword-only dataclasses (frozen where asked), field is
+    dataclasses.field, structs.fields/asdict/replace/force_setattr; the rest is permissive."""
+    import dataclasses
+
+    nodefault: Any = _stub("msgspec.NODEFAULT")
+
+    def dataclass_of(cls: type, options: dict[str, Any]) -> None:
+        for name in cls.__dict__.get("__annotations__", {}):
+            value = cls.__dict__.get(name, dataclasses.MISSING)
+            if isinstance(value, (list, dict, set)):
+                setattr(cls, name, dataclasses.field(default_factory=functools.partial(copy.copy, value)))
+        dataclasses.dataclass(cls, frozen=bool(options.get("frozen")), kw_only=True, eq=False)
+        cls.__struct_fields__ = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[attr-defined]
+
+    class Struct:
+        __setattr__ = object.__setattr__
+
+        def __init_subclass__(cls, **options: Any) -> None:
+            dataclass_of(cls, options)
+
+    def field(*, default: Any = nodefault, default_factory: Any = nodefault, name: Any = None) -> Any:
+        if default_factory is not nodefault:
+            return dataclasses.field(default_factory=default_factory)
+        return dataclasses.field() if default is nodefault else dataclasses.field(default=default)
+
+    def defstruct(name: str, fields: Any, *, bases: Any = None, module: Any = None, namespace: Any = None,
+                  **options: Any) -> type:
+        body = dict(namespace or {})
+        annotations: dict[str, Any] = {}
+        for item in fields:
+            item = (item, Any) if isinstance(item, str) else tuple(item)
+            annotations[item[0]] = item[1]
+            if len(item) > 2:
+                body[item[0]] = item[2]
+        body["__annotations__"] = annotations
+        body.setdefault("__module__", module or "msgspec")
+        return types.new_class(name, tuple(bases or (Struct,)), options, lambda ns: ns.update(body))
+
+    structs = StubModule("msgspec.structs")
+    structs.fields = lambda obj: dataclasses.fields(obj)  # type: ignore[attr-defined]
+    structs.asdict = lambda obj: {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}  # type: ignore[attr-defined]
+    structs.replace = dataclasses.replace  # type: ignore[attr-defined]
+    structs.force_setattr = object.__setattr__  # type: ignore[attr-defined]
+    module = StubModule("msgspec")
+    module.__path__ = []
+    for key, value in {"Struct": Struct, "field": field, "defstruct": defstruct, "structs": structs,
+                       "NODEFAULT": nodefault}.items():
+        setattr(module, key, value)
+    sys.modules["msgspec.structs"] = structs
+    return module
 
 
 def _importer() -> tuple[str, int] | None:

@@ -8,7 +8,9 @@
   before dynamo traces, the stand-ins of absent modules leave ``sys.modules`` (torch looks for
   triton there for itself; SGLang's modules keep theirs);
 - tensors SGLang asks for on a CUDA device while it imports and builds its layers are made on the
-  CPU (``CpuForCuda``: module-level CUDA constants, ``device="cuda"``, ``.to("cuda")``);
+  CPU (``CpuForCuda``: module-level CUDA constants, ``device="cuda"``, ``.to("cuda")``), and an
+  SGLang op with no CPU kernel called then (weight preparation) returns zeros shaped by its own
+  fake (``fake_as_real``);
 - ``sgl_kernel`` (SGLang's own CUDA kernels): a permissive stand-in, except ``scaled_fp4_quant``
   (the SM100 linear quantize up to 0.5.9), an opaque op ``sgl_kernel::scaled_fp4_quant`` of
   sgl-kernel's schema with sgl-kernel's allocation, whose fake SGLang registers itself; any other
@@ -119,9 +121,22 @@ def single_rank_groups(parallel_state: Any) -> list[str]:
     return names
 
 
+def fake_as_real(torch: Any, op: Any, args: Any, kwargs: Any) -> Any:
+    """An SGLang op with no CPU kernel, called eagerly while SGLang prepares weights: its own fake
+    gives the outputs' shapes, dtypes and strides; they are made as CPU tensors of zeros."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out = op(*args, **kwargs)
+    real = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype).zero_() if isinstance(t, torch.Tensor) else t
+            for t in (out if isinstance(out, (tuple, list)) else [out])]
+    return type(out)(real) if isinstance(out, (tuple, list)) else real[0]
+
+
 class CpuForCuda:
     """While SGLang imports and builds its layers: a tensor it asks for on a CUDA device is made on the
-    CPU (a TorchFunctionMode rewriting device= and .to(); module-level CUDA constants, .cuda())."""
+    CPU (a TorchFunctionMode rewriting device= and .to(); module-level CUDA constants, .cuda()), and
+    an SGLang op with no CPU kernel returns what its fake says (fake_as_real)."""
 
     def __init__(self, torch: Any) -> None:
         from torch.overrides import TorchFunctionMode
@@ -136,7 +151,12 @@ class CpuForCuda:
                     kwargs["device"] = cpu(kwargs["device"])
                 if getattr(func, "__name__", "") == "to":
                     args = tuple(cpu(a) if isinstance(a, (str, torch.device)) else a for a in args)
-                return func(*args, **kwargs)
+                try:
+                    return func(*args, **kwargs)
+                except NotImplementedError:
+                    if not str(func).startswith(("sglang.", "sgl_kernel.")):
+                        raise
+                    return fake_as_real(torch, func, args, kwargs)
 
         self.mode = Mode()
 

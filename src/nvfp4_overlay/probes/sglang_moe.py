@@ -1,10 +1,7 @@
 """The MoE regions of the SGLang region probe: an NVFP4 FusedMoE built by SGLang itself, and its forward.
 
-A server's configuration is SGLang's own ServerArgs at its defaults, with the quantization and the
-MoE runner backend set (``--quantization modelopt_fp4 --moe-runner-backend X``), published with
-SGLang's own ``set_global_server_args_for_scheduler``; its validation and resolution do not run
-(they read the model's HF config and the GPUs). ``initialize_moe_config`` seeds the MoE flags
-from it as the scheduler does. The layer is SGLang's FusedMoE and TopK, made by their own
+The server's configuration is sglang_drivers.serve's, with the MoE runner backend of the region
+(``--moe-runner-backend X``). The layer is SGLang's FusedMoE and TopK, made by their own
 constructors from ModelOptFp4Config, weights prepared by the quant method's own
 process_weights_after_loading; the traced call is what a model's sparse MoE block makes inside
 SGLang's piecewise CUDA graph context (``moe(x, topk(x, router_logits))``), entered with SGLang's
@@ -16,7 +13,6 @@ set, and its experts are a FusedMoE made as InklingMoE.__init__ makes it.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import inspect
 import os
 from collections.abc import Iterator
@@ -24,20 +20,20 @@ from typing import Any
 
 from nvfp4_overlay.probes.sglang_drivers import (
     MODELOPT,
+    MOE_UTILS,
+    SERVER_ARGS,
     Absent,
     Built,
     Context,
     Region,
     modelopt_fp4_config,
     ones,
-    single_process_parallel,
+    serve,
 )
 
 LAYER = "sglang.srt.layers.moe.fused_moe_triton.layer"
 EP_LAYER = "sglang.srt.layers.moe.ep_moe.layer"
 TOPK = "sglang.srt.layers.moe.topk"
-MOE_UTILS = "sglang.srt.layers.moe.utils"
-SERVER_ARGS = "sglang.srt.server_args"
 INKLING = "sglang.srt.models.inkling_common.moe"
 TRTLLM_RUNNER = "sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py"
 PER_TOKEN = "SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION"
@@ -49,25 +45,6 @@ PIECEWISE = (
      ("enable_piecewise_cuda_graph_compile", "enable_piecewise_cuda_graph")),
 )
 NEEDS = (LAYER, EP_LAYER, TOPK, MOE_UTILS, SERVER_ARGS, MODELOPT)
-
-
-def serve(ctx: Context, moe_runner_backend: str) -> None:
-    """ServerArgs at its defaults for an NVFP4 checkpoint on this MoE runner backend, published."""
-    module = ctx.module(SERVER_ARGS)
-    args = object.__new__(module.ServerArgs)
-    for field in dataclasses.fields(module.ServerArgs):
-        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else (
-            None if field.default is dataclasses.MISSING else field.default)
-        object.__setattr__(args, field.name, default)
-    wanted = {"model_path": "nvfp4-region-probe", "quantization": "modelopt_fp4",
-              "moe_runner_backend": moe_runner_backend}
-    for name, value in wanted.items():
-        object.__setattr__(args, name, value)
-    object.__setattr__(args, "_resolution_finished", True)  # resolve_once (0.5.19 on): nothing to resolve
-    module.set_global_server_args_for_scheduler(args)
-    initialize = ctx.module(MOE_UTILS).initialize_moe_config
-    initialize(*([args] if inspect.signature(initialize).parameters else []))
-    single_process_parallel(ctx)
 
 
 def backend_known(ctx: Context, name: str) -> bool:
@@ -112,7 +89,8 @@ def _sparse_block(ctx: Context, backend: str) -> Built | Absent:
         return Absent(f"{MOE_UTILS.replace('.', '/')}.py: MoeRunnerBackend has no {backend!r}")
     torch = ctx.torch
     serve(ctx, backend)
-    layer = fused_moe(ctx)
+    # as Qwen3-MoE's sparse block makes its experts (every release)
+    layer = fused_moe(ctx, routing_method_type=ctx.module(MOE_UTILS).RoutingMethodType.Renormalize)
     x, logits = torch.randn(8, 256, dtype=torch.bfloat16), torch.randn(8, 8, dtype=torch.bfloat16)
     if backend == "flashinfer_cutlass":
         # TopK computes the standard top-k with SGLang's triton kernel, which needs triton (absent
@@ -126,12 +104,14 @@ def _sparse_block(ctx: Context, backend: str) -> Built | Absent:
     if "is_fp4_experts" in inspect.signature(topk_class.__init__).parameters:
         options["is_fp4_experts"] = True
     topk = topk_class(2, **options)
+    if hasattr(topk, "bind_runner_backend"):  # 0.5.23: a MoE model binds its TopK to the experts' runner
+        topk.bind_runner_backend(layer.runner_backend, routing_method_type=layer.routing_method_type)
     return Built(lambda x, logits: layer(x, topk(x, logits)), (x, logits), variant=f"{type(layer).__name__}, TopK",
                  context=piecewise(ctx))
 
 
 def fused_moe_flashinfer_trtllm(ctx: Context) -> Built | Absent:
-    """A sparse MoE block's FusedMoE under --moe-runner-backend flashinfer_trtllm."""
+    """A Qwen3-MoE-like sparse block (TopK, then the experts) under --moe-runner-backend flashinfer_trtllm."""
     return _sparse_block(ctx, "flashinfer_trtllm")
 
 

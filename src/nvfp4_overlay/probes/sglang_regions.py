@@ -92,8 +92,8 @@ def run_region(region: sglang_drivers.Region, tree: dict[str, Any], gpu: sglang_
                builds: sglang_machine.FlashInferBuilds, recorder: Recorder) -> dict[str, Any]:
     try:
         built = region.build(sglang_drivers.Context(tree["sglang"], tuple(tree["gpu"]), torch, tree["scratch"]))
-    except Exception:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
-        return {"setup_error": traceback.format_exc()[-3000:]}
+    except Exception as exc:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
+        return {"setup_error": f"{type(exc).__name__}: {str(exc)[:800]}\n{traceback.format_exc()[-2500:]}"}
     if isinstance(built, sglang_drivers.Absent):
         return {"absent": built.why}
     gpu.for_tracing()
