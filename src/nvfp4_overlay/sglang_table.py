@@ -3,7 +3,8 @@
 ``python -m nvfp4_overlay.sglang_table table [VERSION...]`` probes the releases named (default:
 every SGLang release of patches/stacks.toml) and writes their part of the table;
 ``python -m nvfp4_overlay.sglang_table docs`` renders the document's table from the committed one
-and the overlay's entries.py (`make sglang-regions-table`, `make sglang-regions-docs`). Needs torch
+and the overlay's entries.py (`make sglang-regions-table`, `make sglang-regions-docs`);
+``... claims`` prints, per stack, the regions nothing remains raw in (for stack-claims.toml). Needs torch
 (the probe); the trees are the pinned wheels, unpacked, and the patched ones built from the series.
 """
 
@@ -63,6 +64,22 @@ def render_docs(patches_dir: Path, overlay_dir: Path, document: Path) -> None:
     document.write_text(sglang_audit.render_into(document.read_text(encoding="utf-8"), rendered), encoding="utf-8")
 
 
+def covered_claims(patches_dir: Path, overlay_dir: Path) -> str:
+    """stack-claims.toml's body for what holds now: per stack, the regions present where nothing
+    remains raw (the overlay's ENTRIES, the committed table); a maintainer reviews it, then commits."""
+    table = sglang_audit.load_table(patches_dir)
+    routes = sglang_audit.read_routes(overlay_dir / "flashinfer-python")
+    left = sglang_releases.remaining_by_stack(patches_dir, routes)
+    lines = []
+    for stack in sorted(left, key=lambda name: sglang_audit.version_key(name.split("-", 1)[1])):
+        version = stack.split("-", 1)[1]
+        tree = table["releases"][version]["sglang"]
+        present = [r for r, cell in tree.get("patched", tree["upstream"]).items() if "absent" not in cell]
+        covers = ", ".join(f'"{r}"' for r in present if r not in left[stack])
+        lines.append(f'[stacks."{stack}"]\ncovers = [{covers}]\n')
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str]) -> int:
     root = Path.cwd()  # the checkout (make runs it there)
     patches, overlay = root / "patches", root / "overlay"
@@ -72,7 +89,10 @@ def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["docs"]:
         render_docs(patches, overlay, root / "docs" / "sglang-regions.md")
         return 0
-    print("usage: python -m nvfp4_overlay.sglang_table table [VERSION...] | docs", file=sys.stderr)
+    if argv[:1] == ["claims"]:
+        print(covered_claims(patches, overlay), end="")
+        return 0
+    print("usage: python -m nvfp4_overlay.sglang_table table [VERSION...] | docs | claims", file=sys.stderr)
     return 2
 
 
