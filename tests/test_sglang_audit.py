@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helpers import OVERLAY, write_wheel
 
-from nvfp4_overlay import sglang_audit, sglang_releases
+from nvfp4_overlay import sglang_audit, sglang_releases, sglang_table
 from nvfp4_overlay.errors import ConfigError
 
 SITE = "sglang/srt/layers/layernorm.py:976 forward_with_per_tensor_quant_fusion"
@@ -123,11 +123,11 @@ def test_an_upstream_tree_has_no_routes(tmp_path: Path) -> None:
 
 
 def test_the_document_table_goes_between_its_markers() -> None:
-    doc = f"intro\n{sglang_audit.BEGIN} (generated) -->\nold\n{sglang_audit.END}\nafter\n"
-    assert sglang_audit.render_into(doc, "new\n") == f"intro\n{sglang_audit.BEGIN} (generated) -->\nnew\n" \
-                                                    f"{sglang_audit.END}\nafter\n"
+    doc = f"intro\n{sglang_table.BEGIN} (generated) -->\nold\n{sglang_table.END}\nafter\n"
+    assert sglang_table.render_into(doc, "new\n") == f"intro\n{sglang_table.BEGIN} (generated) -->\nnew\n" \
+                                                    f"{sglang_table.END}\nafter\n"
     with pytest.raises(ConfigError, match="no <!-- audit:sglang-regions"):
-        sglang_audit.render_into("no markers", "new\n")
+        sglang_table.render_into("no markers", "new\n")
 
 
 def test_the_pins_file_refuses_bad_entries_all_at_once(tmp_path: Path) -> None:
@@ -153,3 +153,24 @@ def test_the_flashinfer_pin_is_read_from_metadata(tmp_path: Path, requires: str,
             sglang_releases.flashinfer_pin(wheel)
     else:
         assert sglang_releases.flashinfer_pin(wheel) == pin
+
+
+def test_the_document_table_groups_releases_alike_and_says_what_remains() -> None:
+    raw = {"calls": [{**call("rmsnorm_quant", "failed"), "site": SITE, "upstream": "fails"}], "sglang_break": None,
+           "frontier": "flashinfer"}
+    whole = {"calls": [], "sglang_break": None, "frontier": None}
+    release = {"flashinfer": "0.6.18", "sglang": {"upstream": {"norm": {"sm120": raw, "sm100": raw},
+                                                               "linear": {"sm120": whole, "sm100": whole}}}}
+    table = {"releases": {"0.5.19": release, "0.5.20": release, "0.5.8": {
+        "flashinfer": "0.6.1", "sglang": {"upstream": {"linear": {"sm120": raw, "sm100": whole}, "norm": {"absent": "x"}},
+                                          "patched": {"linear": {"sm120": whole, "sm100": whole},
+                                                      "norm": {"absent": "x"}}}}}}
+    rows = sglang_table.markdown_table(table, {"0.5.8": True}, {}).splitlines()[2:]
+    assert rows[0].startswith("| `linear` | 0.5.8 | 0.6.1 | SM120: flashinfer.x.rmsnorm_quant() at "
+                              "sglang/srt/layers/layernorm.py forward_with_per_tensor_quant_fusion; SM100: none | none |")
+    assert rows[1] == "| `linear` | 0.5.19–0.5.20 | 0.6.18 | none | none |"
+    assert rows[2].startswith("| `norm` | 0.5.19–0.5.20 | 0.6.18 | flashinfer.x.rmsnorm_quant()")
+    assert rows[2].endswith("| flashinfer.x.rmsnorm_quant() at sglang/srt/layers/layernorm.py "
+                            "forward_with_per_tensor_quant_fusion |")
+    grown = sglang_table.markdown_table(table, {"0.5.8": True}, {"rmsnorm_quant": {}}).splitlines()[4]
+    assert grown.endswith("| not known past the last call (no run traced further) |")

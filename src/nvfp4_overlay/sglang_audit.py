@@ -21,7 +21,6 @@ but for reading the committed files and a tree's entries.py.
 from __future__ import annotations
 
 import json
-import re
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -294,72 +293,7 @@ def release_entry(flashinfer: str, results: Mapping[str, Any]) -> dict[str, Any]
     return entry
 
 
-# --- docs/sglang-regions.md ---------------------------------------------------------------------------
-
-BEGIN, END = "<!-- audit:sglang-regions", "<!-- /audit:sglang-regions -->"
-
-
-def markdown_table(table: Mapping[str, Any], carried: Mapping[str, bool], routes: Routes | None) -> str:
-    """Per region, runs of releases alike: the raw FlashInfer calls of the upstream stack, and what
-    remains raw under each stack's patched wheels with these routes (call sites without line numbers)."""
-    rows = ["| region | SGLang | FlashInfer pin | raw FlashInfer calls, upstream stack | "
-            "remaining under the patched stack |", "| --- | --- | --- | --- | --- |"]
-    releases = sorted(table["releases"], key=version_key)
-    regions = list(dict.fromkeys(r for v in releases for r in table["releases"][v]["sglang"]["upstream"]))
-    for region in regions:
-        runs: list[tuple[tuple[str, str], list[str], list[str]]] = []
-        for release in releases:
-            entry = table["releases"][release]
-            stack = entry["sglang"]["patched" if carried.get(release) else "upstream"].get(region, {"absent": ""})
-            upstream = entry["sglang"]["upstream"].get(region, {"absent": ""})
-            if "absent" in upstream:
-                continue
-            texts = (_per_gpu(upstream, _raw_text), _per_gpu(stack, lambda cell: remaining(cell, routes)))
-            if runs and runs[-1][0] == texts and runs[-1][1][-1] == releases[releases.index(release) - 1]:
-                runs[-1][1].append(release)
-                runs[-1][2].append(entry["flashinfer"])
-            else:
-                runs.append((texts, [release], [entry["flashinfer"]]))
-        for (raw, left), versions, pins in runs:
-            span = versions[0] if len(versions) == 1 else f"{versions[0]}–{versions[-1]}"
-            pinned = pins[0] if len(set(pins)) == 1 else f"{pins[0]}–{pins[-1]}"
-            rows.append(f"| `{region}` | {span} | {pinned} | {raw} | {left} |")
-    return "\n".join(rows) + "\n"
-
-
-def _raw_text(cell: Mapping[str, Any]) -> list[str]:
-    return [describe(c) for c in cell["calls"]] + ([f"SGLang's own code: {cell['sglang_break']}"]
-                                                  if cell["sglang_break"] else [])
-
-
-def _per_gpu(by_gpu: Mapping[str, Any], what: Any) -> str:
-    texts = {gpu: "; ".join(_unnumbered(t) for t in what(by_gpu[gpu])) or "none" for gpu in GPUS}
-    if len(set(texts.values())) == 1:
-        return _cell_text(texts[GPUS[0]])
-    return "; ".join(f"{gpu.upper()}: {_cell_text(t)}" for gpu, t in texts.items())
-
-
-def _unnumbered(text: str) -> str:
-    """A call site or break without its line number: releases alike read alike."""
-    return re.sub(r"(\.py):\d+", r"\1", text)
-
-
-def _cell_text(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def version_key(version: str) -> tuple[int, ...]:
     from packaging.version import Version
 
     return tuple(Version(version).release) + ((Version(version).post or 0),)
-
-
-def render_into(document: str, rendered: str) -> str:
-    """The document with the table between its markers made anew (make sglang-regions-docs)."""
-    head, sep, rest = document.partition(BEGIN)
-    marker, _, tail = rest.partition("\n")
-    _, end, after = tail.partition(END)
-    if not sep or not end:
-        msg = f"the document has no {BEGIN} ... {END} region to render the SGLang region table into"
-        raise ConfigError(msg)
-    return f"{head}{BEGIN}{marker}\n{rendered}{END}{after}"
