@@ -207,3 +207,33 @@ def test_stack_claims_hold(region_runs: Any, version: str) -> None:
         for gpu in sglang_audit.GPUS:
             run = runs["results"][tree]["patched"][gpu]["regions"][region]
             assert run.get("ok"), f"sglang-{version} claims {region}; on {gpu} it fails: {str(run)[:800]}"
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_verdict_refuses_a_table_or_routes_that_lie(region_runs: Any, version: str) -> None:
+    """Controls on the real runs: a table that drops a call, says a failing region compiles, or ENTRIES
+    that claim to route a call the patched FlashInfer leaves raw, each make the verdict fail."""
+    runs, entry = region_runs(version), TABLE["releases"][version]
+    routes = sglang_audit.read_routes(runs["flashinfer"]["patched"]) or {}
+    checked = 0
+    for tree, regions in entry["sglang"].items():
+        for region, by_gpu in regions.items():
+            if "absent" in by_gpu:
+                continue
+            for gpu, cell in by_gpu.items():
+                upstream, patched = (runs["results"][tree][k][gpu]["regions"][region] for k in ("upstream", "patched"))
+                if cell["calls"] or cell["sglang_break"]:
+                    lie = {"calls": [], "sglang_break": None, "frontier": None}
+                    assert sglang_audit.upstream_problems(lie, upstream), f"{tree} {region} {gpu}: a lie passed"
+                    checked += 1
+                raw = [c for c in cell["calls"] if not sglang_audit.routed(c, routes)]
+                if raw:
+                    everything = {**routes, **{c["function"]: {} for c in raw}}
+                    assert sglang_audit.patched_problems(cell, patched, everything), f"{tree} {region} {gpu}"
+                    checked += 1
+                if not cell["calls"] and not cell["sglang_break"]:
+                    assert sglang_audit.upstream_problems({**cell, "sglang_break": "made up"}, upstream)
+                    checked += 1
+    assert checked
