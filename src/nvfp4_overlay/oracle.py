@@ -114,7 +114,9 @@ class Results:
     def __init__(self, root: Path | None) -> None:
         self.root = root
 
-    def computed(self, probe: str, side: Side, key: dict[str, Any], compute: Callable[[], Any]) -> Any:
+    def computed(self, probe: str, side: Side, key: dict[str, Any], compute: Callable[[], Any],
+                 keep: Callable[[Any], bool] | None = None) -> Any:
+        """The result under key: kept, or computed and kept (unless it crashed, or keep says not)."""
         if self.root is None:
             return compute()
         path = self.root / probe / f"{side.release}-{side.kind}-{short_digest(key)}.json"
@@ -124,7 +126,8 @@ class Results:
                 with contextlib.suppress(ValueError):
                     return json.loads(path.read_text())["result"]
             result = compute()
-            if not (isinstance(result, dict) and "crash" in result):  # a crash is news, not a fact to keep
+            crashed = isinstance(result, dict) and "crash" in result  # a crash is news, not a fact to keep
+            if not crashed and (keep is None or keep(result)):
                 files.replace_file(path, json.dumps({"key": key, "result": result}).encode())
             return result
 

@@ -132,7 +132,7 @@ TREE_GPUS = {"sm120": (12, 0), "sm100": (10, 0)}
 def probe_release(sglang_trees: dict[str, Path], flashinfer_trees: dict[str, Path], scratch: Path,
                   jobs: int = 2) -> dict[str, Any]:
     """{sglang tree: {flashinfer tree: {gpu: the probe's report}}}: one interpreter, a child per cell."""
-    from .behaviour import run_probe
+    from .probe_runner import run_probe
 
     trees = [{"key": f"{s}/{f}/{gpu}", "sglang": str(st), "flashinfer": str(ft), "gpu": list(cc),
               "scratch": str(scratch)}

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from . import fetch, sglang_audit, sglang_releases, wheels
-from .behaviour import unpack
 from .errors import ConfigError
 from .manifest import Target, load_upstream
+from .probe_runner import unpack
 from .sglang_releases import Release
 
 # --- docs/sglang-regions.md ---------------------------------------------------------------------------

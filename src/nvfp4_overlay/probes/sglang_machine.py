@@ -61,7 +61,7 @@ class FakeGpu:
         torch.cuda.get_device_name = lambda device=None: name
         torch.cuda.get_device_properties = lambda device=None: props
         torch.Tensor.cuda = lambda self, *a, **k: self
-        from nvfp4_overlay.trace_probe import fake_capability
+        from nvfp4_overlay.probes.doctor_trace import fake_capability
 
         fake_capability(torch, cc)
         self.cpu_for_cuda = CpuForCuda(torch)
@@ -69,7 +69,7 @@ class FakeGpu:
 
     def refresh(self) -> None:
         """The faked capability in every FlashInfer module imported since (later imports bind flashinfer.utils')."""
-        from nvfp4_overlay.trace_probe import fake_capability
+        from nvfp4_overlay.probes.doctor_trace import fake_capability
 
         fake_capability(self.torch, self.cc)
 
@@ -83,7 +83,7 @@ class FakeGpu:
         """FlashInfer's bindings made while SGLang imported it answer the faked GPU too; the
         stand-ins of absent modules leave sys.modules (torch asks it for triton for itself), SGLang's
         modules keep the ones they imported."""
-        from nvfp4_overlay.trace_probe import fake_capability
+        from nvfp4_overlay.probes.doctor_trace import fake_capability
 
         self.cpu_for_cuda.__exit__(None, None, None)
         fake_capability(self.torch, self.cc)

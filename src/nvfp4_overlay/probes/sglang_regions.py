@@ -47,13 +47,16 @@ OVERLAY_OP = "nvfp4_overlay."
 
 
 def main() -> None:
-    plan = json.load(sys.stdin)
+    json.dump(run(json.load(sys.stdin)), sys.stdout)
+
+
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """{tree key: its report}, each tree in a child of its own (probes/serve.py calls this too)."""
     # Dynamo's first compile in a process sets much up; once, before the forks. Inductor imports
     # triton if it finds it: before any stand-in of it exists (SGLang's @torch.compile imports it).
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
-    result = forking.each_tree(plan["trees"], probe_tree, plan.get("jobs", 1))
-    json.dump(result, sys.stdout)
+    return forking.each_tree(plan["trees"], probe_tree, plan.get("jobs", 1))
 
 
 def probe_tree(tree: dict[str, Any]) -> dict[str, Any]:
