@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError
@@ -269,15 +270,19 @@ class OverlayFile:
 
 
 def overlay_root(overlay_dir: Path, dist: str) -> Path:
-    """overlay/<dist>/: the files every release of dist gets (docs/design.md, "Carrying")."""
+    """overlay/<dist>/: the files the releases of dist get (docs/design.md, "Carrying")."""
     return overlay_dir / canonicalize_name(dist)
 
 
+OVERLAY_RELEASES = "releases.toml"  # overlay/<dist>/releases.toml: a rule, never a file of the wheel
+
+
 def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
-    """overlay/<dist>/...: whole files added to the wheel root of every release of dist, in path order.
+    """overlay/<dist>/...: whole files added to the wheel root of the release, in path order.
 
     One source per distribution: the code adapts to the release it lands in by what it reads there
-    (signatures, module paths), so no release has a copy of its own.
+    (signatures, module paths), so no release has a copy of its own. A file goes into every release
+    unless overlay/<dist>/releases.toml names it with the releases (a PEP 440 specifier) it belongs to.
     """
     root = overlay_root(overlay_dir, target.dist)
     if not root.is_dir():
@@ -287,7 +292,36 @@ def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
         if path.is_symlink():
             msg = f"{path}: overlay files must be regular files, not symlinks; copy the file in"
             raise ConfigError(msg, path=path, expected="a regular file", found="a symlink", fix="copy the file in")
-        if path.is_file() and "__pycache__" not in path.parts:
+        if path.is_file() and "__pycache__" not in path.parts and path != root / OVERLAY_RELEASES:
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
             files.append(OverlayFile(path.relative_to(root).as_posix(), path.read_bytes(), mode))
-    return tuple(files)
+    rules = _overlay_rules(root, {f.path for f in files})
+    version = Version(target.version)
+    return tuple(f for f in files if f.path not in rules or rules[f.path].contains(version, prereleases=True))
+
+
+def _overlay_rules(root: Path, present: set[str]) -> dict[str, SpecifierSet]:
+    """overlay/<dist>/releases.toml: overlay file -> the releases that get it (every problem collected)."""
+    path = root / OVERLAY_RELEASES
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
+        raise ConfigError(msg, path=path) from exc
+    rules: dict[str, SpecifierSet] = {}
+    problems = []
+    for name, rule in data.get("files", {}).items():
+        if name not in present:
+            problems.append(f"[files.{name!r}] names no file under {root}")
+        if not isinstance(rule, dict) or not isinstance(rule.get("why"), str):
+            problems.append(f"[files.{name!r}] needs why = \"...\" (which patch uses the file)")
+        try:
+            rules[name] = SpecifierSet(str(rule.get("releases") if isinstance(rule, dict) else None))
+        except InvalidSpecifier:
+            problems.append(f"[files.{name!r}] releases must be a PEP 440 specifier such as \"<0.5.12\"")
+    if problems:
+        msg = f"{path}:\n  " + "\n  ".join(problems)
+        raise ConfigError(msg, path=path, item=problems[0], fix="name an overlay file, its releases and why")
+    return rules
