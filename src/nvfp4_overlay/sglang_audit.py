@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .sglang_reach import Unreached, unreached
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -141,13 +142,14 @@ def cells(table: Mapping[str, Any], release: str, tree: str) -> dict[str, Any]:
     return found
 
 
-def stack_remaining(table: Mapping[str, Any], release: str, carried: bool,
-                    routes: Routes | None) -> dict[str, dict[str, list[str]]]:
+def stack_remaining(table: Mapping[str, Any], release: str, carried: bool, routes: Routes | None,
+                    reach: Sequence[Unreached] = ()) -> dict[str, dict[str, list[str]]]:
     """For the stack of an SGLang release (its patched SGLang if carried, with a FlashInfer of these
-    routes): region -> GPU -> what remains raw; regions with nothing left are left out."""
+    routes): region -> GPU -> what remains raw; regions with nothing left are left out, and so are the
+    regions `reach` says no compiled region of the release reaches (without it: what the trace shows)."""
     out: dict[str, dict[str, list[str]]] = {}
     for region, by_gpu in cells(table, release, "patched" if carried else "upstream").items():
-        if "absent" in by_gpu:
+        if "absent" in by_gpu or unreached(reach, release, region):
             continue
         left = {gpu: remaining(cell, routes) for gpu, cell in by_gpu.items()}
         if any(left.values()):

@@ -149,14 +149,16 @@ def probe_release(sglang_trees: dict[str, Path], flashinfer_trees: dict[str, Pat
 def remaining_by_stack(patches_dir: Path, routes: Any) -> dict[str, dict[str, dict[str, list[str]]]]:
     """For `list` and `doctor`: stack -> region -> GPU -> what remains raw under the stack's patched
     FlashInfer with these routes (sglang_audit.read_routes of a patched tree, or of overlay/flashinfer-python
-    for what the overlay source routes). Stacks with nothing left map to {}; stacks without SGLang are left out."""
-    from . import sglang_audit
+    for what the overlay source routes), in the regions a compiled region reaches (patches/sglang/
+    region-reach.toml). Stacks with nothing left map to {}; stacks without SGLang are left out."""
+    from . import sglang_audit, sglang_reach
 
     table = sglang_audit.load_table(patches_dir)
+    reach = sglang_reach.load_reach(patches_dir)
     carried = {r.version: r.carried for r in audit_releases(patches_dir)}
     out: dict[str, dict[str, dict[str, list[str]]]] = {}
     for stack in load_stacks(patches_dir).stacks:
         sglang = [t.version for t in (*stack.targets, *stack.upstream) if t.dist == SGLANG]
         if sglang:
-            out[stack.name] = sglang_audit.stack_remaining(table, sglang[0], carried[sglang[0]], routes)
+            out[stack.name] = sglang_audit.stack_remaining(table, sglang[0], carried[sglang[0]], routes, reach)
     return out

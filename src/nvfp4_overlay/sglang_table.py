@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import fetch, sglang_audit, sglang_releases, wheels
+from . import fetch, sglang_audit, sglang_reach, sglang_releases, wheels
 from .errors import ConfigError
 from .manifest import Target, load_upstream
 from .probe_runner import unpack
@@ -29,9 +29,11 @@ from .sglang_releases import Release
 BEGIN, END = "<!-- audit:sglang-regions", "<!-- /audit:sglang-regions -->"
 
 
-def markdown_table(table: Mapping[str, Any], carried: Mapping[str, bool], routes: sglang_audit.Routes | None) -> str:
+def markdown_table(table: Mapping[str, Any], carried: Mapping[str, bool], routes: sglang_audit.Routes | None,
+                   reach: Sequence[sglang_reach.Unreached] = ()) -> str:
     """Per region, runs of releases alike: the raw FlashInfer calls of the upstream stack, and what
-    remains raw under each stack's patched wheels with these routes (call sites without line numbers)."""
+    remains raw under each stack's patched wheels with these routes (call sites without line numbers),
+    or that no compiled region reaches it; then why, per entry of `reach`."""
     rows = ["| region | SGLang | FlashInfer pin | raw FlashInfer calls, upstream stack | "
             "remaining under the patched stack |", "| --- | --- | --- | --- | --- |"]
     releases = sorted(table["releases"], key=sglang_audit.version_key)
@@ -44,7 +46,9 @@ def markdown_table(table: Mapping[str, Any], carried: Mapping[str, bool], routes
             upstream = entry["sglang"]["upstream"].get(region, {"absent": ""})
             if "absent" in upstream:
                 continue
-            texts = (_per_gpu(upstream, _raw_text), _per_gpu(stack, lambda cell: sglang_audit.remaining(cell, routes)))
+            left = ("none: no compiled region reaches it (below)" if sglang_reach.unreached(reach, release, region)
+                    else _per_gpu(stack, lambda cell: sglang_audit.remaining(cell, routes)))
+            texts = (_per_gpu(upstream, _raw_text), left)
             if runs and runs[-1][0] == texts and runs[-1][1][-1] == releases[releases.index(release) - 1]:
                 runs[-1][1].append(release)
                 runs[-1][2].append(entry["flashinfer"])
@@ -54,7 +58,21 @@ def markdown_table(table: Mapping[str, Any], carried: Mapping[str, bool], routes
             span = versions[0] if len(versions) == 1 else f"{versions[0]}–{versions[-1]}"
             pinned = pins[0] if len(set(pins)) == 1 else f"{pins[0]}–{pins[-1]}"
             rows.append(f"| `{region}` | {span} | {pinned} | {raw} | {left} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(rows) + "\n" + _reach_notes(reach, releases)
+
+
+def _reach_notes(reach: Sequence[sglang_reach.Unreached], releases: Sequence[str]) -> str:
+    """Why no compiled region reaches a region, per entry: the releases of the table it covers."""
+    notes = []
+    for entry in reach:
+        covered = [v for v in releases if entry.releases.contains(v, prereleases=True)]
+        if covered:
+            span = covered[0] if len(covered) == 1 else f"{covered[0]}–{covered[-1]}"
+            what = "every region" if sglang_reach.EVERY_REGION in entry.regions else \
+                ", ".join(f"`{r}`" for r in entry.regions)
+            notes.append(f"- {what}, SGLang {span}: {_cell_text(entry.why)}")
+    return "\nNo compiled region reaches (patches/sglang/region-reach.toml):\n\n" + "\n".join(notes) + "\n" \
+        if notes else ""
 
 
 def _raw_text(cell: Mapping[str, Any]) -> list[str]:
@@ -127,22 +145,24 @@ def render_docs(patches_dir: Path, overlay_dir: Path, document: Path) -> None:
     table = sglang_audit.load_table(patches_dir)
     carried = {r.version: r.carried for r in sglang_releases.audit_releases(patches_dir)}
     routes = sglang_audit.read_routes(overlay_dir / "flashinfer-python")
-    rendered = markdown_table(table, carried, routes)
+    rendered = markdown_table(table, carried, routes, sglang_reach.load_reach(patches_dir))
     document.write_text(render_into(document.read_text(encoding="utf-8"), rendered), encoding="utf-8")
 
 
 def covered_claims(patches_dir: Path, overlay_dir: Path) -> str:
-    """stack-claims.toml's body for what holds now: per stack, the regions present where nothing
-    remains raw (the overlay's ENTRIES, the committed table); a maintainer reviews it, then commits."""
+    """stack-claims.toml's body for what holds now: per stack, the regions present that trace whole
+    (nothing raw with the overlay's ENTRIES, in the committed table, reached or not: a claim is held to
+    the probe); a maintainer reviews it, then commits."""
     table = sglang_audit.load_table(patches_dir)
     routes = sglang_audit.read_routes(overlay_dir / "flashinfer-python")
-    left = sglang_releases.remaining_by_stack(patches_dir, routes)
+    carried = {r.version: r.carried for r in sglang_releases.audit_releases(patches_dir)}
     lines = []
-    for stack in sorted(left, key=lambda name: sglang_audit.version_key(name.split("-", 1)[1])):
-        version = stack.split("-", 1)[1]
+    for version in sorted(carried, key=sglang_audit.version_key):
+        left = sglang_audit.stack_remaining(table, version, carried[version], routes)
         tree = table["releases"][version]["sglang"]
         present = [r for r, cell in tree.get("patched", tree["upstream"]).items() if "absent" not in cell]
-        covers = ", ".join(f'"{r}"' for r in present if r not in left[stack])
+        covers = ", ".join(f'"{r}"' for r in present if r not in left)
+        stack = f"sglang-{version}"
         lines.append(f'[stacks."{stack}"]\ncovers = [{covers}]\n')
     return "\n".join(lines)
 
