@@ -226,6 +226,9 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     assert sorted(remaining) == sorted(s for s in json.loads(out)["stacks"] if s.startswith("sglang-"))
     code, text, _ = run("list", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert text.count("SGLang's compiled regions, raw FlashInfer or SGLang code left:") == len(remaining)
+    lines = text.splitlines()
     for stack, regions in remaining.items():
+        (at,) = [i for i, line in enumerate(lines) if line.startswith((f"  {stack}:", f"  {stack} (default):"))]
+        assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
         for region in regions:
-            assert region in text.split(f"  {stack}:")[1].split("\n  sglang-")[0], (stack, region)
+            assert region in lines[at + 1], (stack, region)

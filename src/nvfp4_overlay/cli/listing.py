@@ -51,6 +51,14 @@ def _remaining_raw(ctx: Context) -> dict[str, Any]:
 
 
 def _raw_line(regions: dict[str, Any]) -> str:
+    """Each region with what breaks it, in a few words (the whole sentence is in --json)."""
     if not regions:
         return "none"
-    return "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})" for region, by_gpu in regions.items())
+    return "; ".join(f"{region} ({_what(next(iter(next(iter(by_gpu.values()), [])), ''))})"
+                     for region, by_gpu in regions.items())
+
+
+def _what(sentence: str) -> str:
+    if sentence.startswith("SGLang's own code"):
+        return "SGLang's own code"
+    return sentence.split("(", 1)[0].rsplit(".", 1)[-1] or sentence[:60]
