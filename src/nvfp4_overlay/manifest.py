@@ -311,17 +311,21 @@ def _overlay_rules(root: Path, present: set[str]) -> dict[str, SpecifierSet]:
         msg = f"{path}: not valid TOML ({exc}); fix the syntax"
         raise ConfigError(msg, path=path) from exc
     rules: dict[str, SpecifierSet] = {}
-    problems = []
-    for name, rule in data.get("files", {}).items():
+    problems = [f"[{key}]: unknown table; each rule is a [files.\"<path under {root.name}/>\"] table"
+                for key, value in data.items() if key != "files" or not isinstance(value, dict)]
+    for name, rule in (data.get("files") if isinstance(data.get("files"), dict) else {}).items():
+        rule = rule if isinstance(rule, dict) else {}
         if name not in present:
-            problems.append(f"[files.{name!r}] names no file under {root}")
-        if not isinstance(rule, dict) or not isinstance(rule.get("why"), str):
-            problems.append(f"[files.{name!r}] needs why = \"...\" (which patch uses the file)")
+            problems.append(f"[files.{name!r}] names no file under {root}: add the file or remove the entry")
+        if not isinstance(rule.get("why"), str) or not rule["why"]:
+            problems.append(f"[files.{name!r}] needs why = \"...\": which patch uses the file")
         try:
-            rules[name] = SpecifierSet(str(rule.get("releases") if isinstance(rule, dict) else None))
-        except InvalidSpecifier:
-            problems.append(f"[files.{name!r}] releases must be a PEP 440 specifier such as \"<0.5.12\"")
+            rules[name] = SpecifierSet(str(rule["releases"]))
+        except (KeyError, InvalidSpecifier):
+            problems.append(f"[files.{name!r}] releases = {rule.get('releases')!r} is not a PEP 440 specifier; "
+                            f"write one such as releases = \"<0.5.12\"")
     if problems:
         msg = f"{path}:\n  " + "\n  ".join(problems)
-        raise ConfigError(msg, path=path, item=problems[0], fix="name an overlay file, its releases and why")
+        raise ConfigError(msg, path=path, item=problems[0], expected="[files.\"<path>\"] releases = \"<spec>\", why",
+                          found=f"{len(problems)} problem(s)", fix="name an existing overlay file, its releases and why")
     return rules
