@@ -52,7 +52,7 @@ from typing import Any
 import pytest
 from helpers import OVERLAY, PATCHES, ROOT, cache_dir, rotating_sample
 
-from nvfp4_overlay import fetch, files, oracle, probe_runner, sglang_audit, sglang_releases, sglang_table
+from nvfp4_overlay import fetch, files, oracle, probe_runner, sglang_audit, sglang_reach, sglang_releases, sglang_table
 from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
 
 RELEASES = sglang_releases.audit_releases(PATCHES)
@@ -169,7 +169,7 @@ def test_remaining_by_stack_names_every_sglang_stack() -> None:
 def test_the_document_renders_the_committed_table() -> None:
     carried = {r.version: r.carried for r in RELEASES}
     routes = sglang_audit.read_routes(ROOT / "overlay" / "flashinfer-python")
-    rendered = sglang_table.markdown_table(TABLE, carried, routes)
+    rendered = sglang_table.markdown_table(TABLE, carried, routes, sglang_reach.load_reach(PATCHES))
     text = DOC.read_text(encoding="utf-8")
     assert sglang_table.render_into(text, rendered) == text, "run `make sglang-regions-docs`"
 
@@ -179,6 +179,64 @@ def test_the_document_renders_the_committed_table() -> None:
 def test_wheel_metadata_pins_the_stacks_flashinfer(version: str) -> None:
     wheel = sglang_releases.upstream_wheel(PATCHES, BY_VERSION[version], fetch.Source(cache_dir()))
     assert sglang_releases.flashinfer_pin(wheel) == STACK_PIN[version]
+
+
+@pytest.fixture(scope="session")
+def release_sources() -> Any:
+    """release_sources(version) -> the upstream wheel's .py files (path -> text), each read once."""
+    done: dict[str, dict[str, str]] = {}
+
+    def get(version: str) -> dict[str, str]:
+        if version not in done:
+            wheel = sglang_releases.upstream_wheel(PATCHES, BY_VERSION[version], fetch.Source(cache_dir()))
+            done[version] = sglang_reach.release_sources(wheel)
+        return done[version]
+
+    return get
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("version", VERSIONS)
+def test_region_reach_evidence_holds_in_the_pinned_wheel(release_sources: Any, version: str) -> None:
+    """Each region-reach.toml entry covering the release: its evidence read in the release's own files."""
+    entries = [e for e in sglang_reach.load_reach(PATCHES) if e.releases.contains(version, prereleases=True)]
+    problems = [f"sglang {version}, {list(e.regions)}: {p}" for e in entries
+                for p in sglang_reach.evidence_problems(e, release_sources(version))]
+    assert not problems, "read the release anew and fix patches/sglang/region-reach.toml:\n" + "\n".join(problems)
+
+
+def _series(version: str) -> list[str]:
+    path = PATCHES / "sglang" / version / "series"
+    return path.read_text().split() if path.is_file() else []
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("version", [v for v in VERSIONS if any(p.startswith("0002-moe-output-buffer")
+                                                                   for p in _series(v))])
+def test_no_writer_provides_a_moe_output_buffer_while_compiling(release_sources: Any, version: str) -> None:
+    """0002's premise: ForwardFlags.moe_output_buffer is set only through moe_output_buffer_ctx, and each
+    caller of it does so only when not torch.compiler.is_compiling(), so a compiled region reads None."""
+    sources = {p: t for p, t in release_sources(version).items() if p.startswith(sglang_reach.SOURCES)}
+    writers = sorted(p for p, t in sources.items() if "moe_output_buffer=" in t)
+    assert writers == ["sglang/srt/layers/moe/moe_runner/base.py"], writers
+    flag = sources["sglang/srt/runtime_context.py"]
+    visible = flag[flag.index("_GRAPH_VISIBLE = frozenset("):]
+    assert '"moe_output_buffer"' not in visible[:visible.index(")")], "the flag is a plain slot: 0002 is moot"
+    calls = [(p, i) for p, t in sources.items() for i, line in enumerate(t.splitlines())
+             if "moe_output_buffer_ctx(" in line and not line.lstrip().startswith(("def ", "#"))]
+    assert calls, "no caller of moe_output_buffer_ctx: read the release anew"
+    for path, i in calls:
+        before = "\n".join(sources[path].splitlines()[max(0, i - 8):i])
+        assert "and not torch.compiler.is_compiling()" in before, f"{path}:{i + 1} sets the buffer while compiling"
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("version", [v for v in VERSIONS if any(p.startswith("0003-pdl-arch-check")
+                                                                   for p in _series(v))])
+def test_the_pdl_arch_check_is_a_per_process_constant(release_sources: Any, version: str) -> None:
+    """0003's premise: is_arch_support_pdl is cache_once, so its first answer is the process's answer."""
+    text = release_sources(version)["sglang/kernels/jit/utils/arch.py"]
+    assert "@cache_once\ndef is_arch_support_pdl() -> bool:" in text
 
 
 # --- the probe, per release ---------------------------------------------------------------------------------
