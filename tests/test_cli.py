@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import OVERLAY, PATCHES, cli_args
@@ -232,3 +233,34 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
         assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
         for region in regions:
             assert region in lines[at + 1], (stack, region)
+
+
+CARRIED_INKLING = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21")
+
+
+def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
+    """0.5.16-0.5.21 patch SGLang: Inkling's packed top-k is no longer left raw, per-token activation's
+    nvfp4_quantize still is (FlashInfer's); the KV-cache quantize no compiled region reaches is not
+    counted, nor anything in 0.5.22-0.5.23 (no fullgraph region). doctor answers as list does for an
+    installed patched SGLang, and names the ContextVar for an upstream one."""
+    from nvfp4_overlay import doctor
+    from nvfp4_overlay.installed import Finding
+
+    code, out, _ = run("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    assert code == 0
+    remaining = json.loads(out)["remaining_raw"]
+    for version in CARRIED_INKLING:
+        left = remaining[f"sglang-{version}"]
+        assert "inkling_packed_topk" not in left and "kv_fp4_quantize" not in left, (version, left)
+        assert all("nvfp4_quantize" in " ".join(by) for by in left["inkling_packed_topk_per_token"].values())
+    assert remaining["sglang-0.5.22"] == {} and remaining["sglang-0.5.23"] == {}
+    fi = {"installed": True, "location": str(OVERLAY / "flashinfer-python")}
+
+    def installed(version: str, patched: bool) -> dict[str, Any] | None:
+        sglang = {"installed": True, "version": version, "patched": patched}
+        return doctor._remaining_raw(PATCHES, {"sglang": sglang, "flashinfer-python": fi}, Finding())
+
+    assert installed("0.5.19+nvfp4.1", True) == remaining["sglang-0.5.19"]
+    upstream = installed("0.5.19", False)
+    assert upstream is not None
+    assert any("ContextVar" in text for by in upstream["inkling_packed_topk"].values() for text in by)

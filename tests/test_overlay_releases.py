@@ -10,6 +10,7 @@ import hashlib
 import json
 import zipfile
 from pathlib import Path
+
 import pytest
 from helpers import OVERLAY, PATCHES, cache_dir, write_wheel
 

@@ -131,8 +131,9 @@ def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True
 
 def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Finding) -> dict[str, Any] | None:
     """What in the installed SGLang's compiled regions still breaks fullgraph under the installed
-    FlashInfer's routes (patches/sglang/audit-regions.json); None where the table has no answer."""
-    from . import sglang_audit
+    FlashInfer's routes (patches/sglang/audit-regions.json), in the regions a fullgraph region of the
+    release reaches (patches/sglang/region-reach.toml); None where the table has no answer."""
+    from . import sglang_audit, sglang_reach
 
     sglang, flashinfer = distributions["sglang"], distributions["flashinfer-python"]
     if not (sglang.get("installed") and flashinfer.get("installed")):
@@ -140,13 +141,14 @@ def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Fi
     try:
         version = Version(sglang["version"]).public
         table = sglang_audit.load_table(patches_dir)
+        reach = sglang_reach.load_reach(patches_dir)
     except (InvalidVersion, ConfigError):
         return None
     if version not in table["releases"]:
         finding.notes.append(f"sglang {version}: the region audit (patches/sglang/audit-regions.json) has not seen it")
         return None
     routes = sglang_audit.read_routes(Path(flashinfer["location"]))
-    left = sglang_audit.stack_remaining(table, version, bool(sglang.get("patched")), routes)
+    left = sglang_audit.stack_remaining(table, version, bool(sglang.get("patched")), routes, reach)
     said = "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})"
                      for region, by_gpu in left.items()) or "none"
     finding.notes.append(f"SGLang {version}'s compiled regions, raw FlashInfer or SGLang code left under this "

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError
@@ -313,7 +313,8 @@ def _overlay_rules(root: Path, present: set[str]) -> dict[str, SpecifierSet]:
     rules: dict[str, SpecifierSet] = {}
     problems = [f"[{key}]: unknown table; each rule is a [files.\"<path under {root.name}/>\"] table"
                 for key, value in data.items() if key != "files" or not isinstance(value, dict)]
-    for name, rule in (data.get("files") if isinstance(data.get("files"), dict) else {}).items():
+    files = data.get("files")
+    for name, rule in (files if isinstance(files, dict) else {}).items():
         rule = rule if isinstance(rule, dict) else {}
         if name not in present:
             problems.append(f"[files.{name!r}] names no file under {root}: add the file or remove the entry")
