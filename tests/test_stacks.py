@@ -24,10 +24,18 @@ def test_every_final_sglang_release_from_0_5_8_to_0_5_23_has_a_stack() -> None:
                         "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"}
 
 
-def test_sglang_from_0_5_12_ships_unpatched_and_every_flashinfer_pin_is_carried() -> None:
+# The SGLang releases a series patches: 0.5.8-0.5.11 (the SM120 fp4_quantize) and 0.5.16-0.5.21 (Inkling's
+# routed MoE under tc_piecewise); the rest ship upstream SGLang.
+PATCHED_SGLANG = ((0, 5, 8), (0, 5, 12)), ((0, 5, 16), (0, 5, 22))
+
+
+def test_sglang_ships_patched_where_a_series_carries_it_and_every_flashinfer_pin_is_carried() -> None:
     for stack in SGLANG:
         (sglang,) = [t for t in (*stack.targets, *stack.upstream) if t.dist == "sglang"]
-        assert (sglang in stack.upstream) == (tuple(map(int, sglang.version.split(".")[:3])) >= (0, 5, 12)), stack
+        release = tuple(map(int, sglang.version.split(".")[:3]))
+        patched = any(low <= release < high for low, high in PATCHED_SGLANG)
+        assert (sglang in stack.targets) == patched, stack
+        assert (PATCHES / "sglang" / sglang.version / "series").is_file() == patched, stack
         for target in stack.targets:
             assert (PATCHES / target.dist / target.version / "upstream.toml").is_file(), target
 
