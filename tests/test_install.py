@@ -71,15 +71,15 @@ def test_rollback_names_the_exact_upstream_versions() -> None:
 
 
 def test_install_prints_the_stack_s_commands_as_json() -> None:
-    code, out, err = run("install", "--stack", "sglang-0.5.19", "--patches-dir", str(PATCHES), "--json",
+    code, out, err = run("install", "--stack", "sglang-0.5.15", "--patches-dir", str(PATCHES), "--json",
                          "--dist-dir", "/no/dist/here")
     assert code == 0
     document = json.loads(out)
     revision = load_stacks(PATCHES)  # the stack's current revision names the pin
-    assert revision.get("sglang-0.5.19", PATCHES).upstream == (Target("sglang", "0.5.19"),)
+    assert revision.get("sglang-0.5.15", PATCHES).upstream == (Target("sglang", "0.5.15"),)
     shells = [s["shell"] for s in document["steps"]]
-    assert shells[0] == "pip install flashinfer-python==0.6.18 sglang==0.5.19"
-    assert shells[1].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.18+nvfp4.")
+    assert shells[0] == "pip install flashinfer-python==0.6.12 sglang==0.5.15"
+    assert shells[1].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
     assert document["missing"] and "warning:" in err  # printed all the same; --run would refuse
 
 
