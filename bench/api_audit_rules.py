@@ -22,7 +22,7 @@ from route_patches import routed_names  # noqa: E402
 
 from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
 
-PENDING = {"mm_fp4", "trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"}
+PENDING = {"trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"}
 OUT = "out of scope"
 CATEGORIES: list[tuple[str, str, str]] = [
     (r"\.(jit|aot|artifacts|compilation_context|__main__|collect_env|jit_cache)(\.|$)", OUT,
