@@ -155,8 +155,9 @@ def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[s
 
 def unpack(wheel: Path, into: Path) -> Path:
     """What the probes import: the wheel's Python and JSON files (0.6.11.post2 reads a workloads.json
-    at import) and its dist-info, not the sources, CUTLASS and cubins under flashinfer/data/ (0.7.4:
-    717 MB unpacked, about 30 MB this way)."""
+    at import), the Jinja templates a JIT spec renders its sources from (mm_fp4's CUTLASS runner,
+    flashinfer/data/csrc/*.jinja) and its dist-info, not the sources, CUTLASS and cubins under
+    flashinfer/data/ (0.7.4: 717 MB unpacked, about 30 MB this way)."""
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(into, [n for n in zf.namelist() if _readable(n)])
     return into
@@ -164,7 +165,8 @@ def unpack(wheel: Path, into: Path) -> Path:
 
 def _readable(name: str) -> bool:
     top = name.split("/", 1)[0]
-    return top.endswith(".dist-info") or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/"))
+    return (top.endswith(".dist-info") or name.endswith(".jinja")
+            or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/")))
 
 
 # --- the trace ladder ----------------------------------------------------------------------------------

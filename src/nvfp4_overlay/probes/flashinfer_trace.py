@@ -35,11 +35,14 @@ import json
 import os
 import re
 import sys
+import tempfile
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import torch
 
+from nvfp4_overlay.oracle import make_toolkit
 from nvfp4_overlay.probes import cases as case_table
 from nvfp4_overlay.probes import forking, serving_stubs
 
@@ -49,8 +52,9 @@ OP_PREFIX = "nvfp4_overlay.flashinfer_"
 
 def main() -> None:
     plan = json.load(sys.stdin)
+    out, sys.stdout = sys.stdout, sys.stderr  # what upstream prints (0.6.8.post1's cuDNN handle) is no result
     result = forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
-    json.dump(result, sys.stdout)
+    json.dump(result, out)
 
 
 class Box:
@@ -94,8 +98,12 @@ def describe(value: Any) -> Any:
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     torch.version.cuda = plan.get("torch_cuda", "12.8")  # a CUDA build of torch, as on the server
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        os.environ.pop(var, None)
+    os.environ.pop("CUDA_PATH", None)
+    # The toolkit both trees find is torch's CUDA release (without one upstream falls back to
+    # /usr/local/cuda, which differs from machine to machine): where a path asks the CUDA release
+    # (mm_fp4's backend heuristic), upstream and the patched tree hear the same, and the ladder holds
+    # routing alone. patch 0001's answers are the CUDA grid's to hold.
+    os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp(prefix="nvfp4-toolkit-")), torch.version.cuda))
     os.environ["FLASHINFER_WORKSPACE_BASE"] = tree.get("workspace") or os.path.join(tree["path"], ".workspace")
     sys.path.insert(0, tree["path"])
     import flashinfer
@@ -197,9 +205,13 @@ def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
         vals = [a.meta.get("example_value", a.meta.get("val")) if hasattr(a, "meta") else None
                 for a in _flatten(output.args[0])]
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+        # each op call's fresh outputs as its fake gave them (a parameter handed back, `out=`, is no
+        # output of the graph: the compiled function returns its input)
+        fresh = [[describe(v) for v in n.meta.get("example_value") or ()] for n in gm.graph.nodes
+                 if n.op == "call_function" and str(n.target).startswith(OP_PREFIX)]
         graphs.append({"targets": list(dict.fromkeys(targets)),  # each once, in order
                        "op_calls": sum(t.startswith(OP_PREFIX) for t in targets),
-                       "fake_outputs": [describe(v) for v in vals]})
+                       "fake_outputs": [describe(v) for v in vals], "fresh": fresh})
         return gm.forward
 
     def calls(*a: Any) -> list[Any]:
@@ -214,6 +226,8 @@ def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
         # kernel, so the compiled run hands the recording kernel what an eager call hands it.
         op.register_kernel("meta", op._init_fn)
     del box.launches[:], box.events[:]
+    tactics = getattr(box, "tactics", [])
+    del tactics[:]
     box.phase = "trace"
     ids = [case_id for case_id, _ in group]
     try:
@@ -225,17 +239,32 @@ def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
     box.phase = "after"
     out: dict[str, dict[str, Any]] = {}
     launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
-    for case_id, result, theirs in zip(ids, results, eager):
+    fresh = graphs[0]["fresh"] if graphs and len(graphs[0]["fresh"]) == len(ids) else None
+    for i, (case_id, result, theirs) in enumerate(zip(ids, results, eager)):
         tensors = len(_flatten_tensors(result))
         mine = len(theirs.get("launches", []))
+        seen = fakes[:tensors] if fresh is None else _as_seen(result, inputs[i], fresh[i])
         out[case_id] = {"outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
-                        "fake_outputs": fakes[:tensors],
+                        "fake_outputs": seen,
                         "targets": graphs[0]["targets"] if graphs else [],
-                        "op_calls": graphs[0]["op_calls"] if graphs else 0, "calls": len(ids)}
+                        "op_calls": graphs[0]["op_calls"] if graphs else 0, "calls": len(ids),
+                        # the AutoTuner's tactic choices of the trace and the run, with whether dynamo
+                        # was tracing (serving_stubs); of every case of the group, the same in each
+                        "tactics": list(tactics)}
         launches, fakes = launches[mine:], fakes[tensors:]
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
+
+
+def _as_seen(result: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], fresh: list[Any]) -> list[Any]:
+    """The outputs of one case's call as dynamo saw them: each tensor the call hands back from its
+    inputs (``out=``) as that input, the others as its op's fake gave them, in order; fake outputs
+    left over (a fake that allocates where upstream hands a parameter back) after them."""
+    given = [a for a in [*inputs[0], *inputs[1].values()] if isinstance(a, torch.Tensor)]
+    left = iter(fresh)
+    seen = [describe(t) if any(t is g for g in given) else next(left, ["missing"]) for t in _flatten_tensors(result)]
+    return seen + list(left)
 
 
 def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:

@@ -11,11 +11,16 @@ server with a warm cache sees it, so that everything above the kernel is the whe
   a cache miss "downloads" by writing the file there (a checksum list that names the header, or a
   placeholder), with the checksum check off, so ``load_cubin`` reads real files as upstream does
   (and logs first, which is where dynamo gives up upstream);
-- ``setup_cubin_loader`` records the library it was handed instead of opening it with ctypes;
+- ``setup_cubin_loader`` records the library it was handed (box.cubin_loaders) instead of opening
+  it with ctypes;
 - ``AutoTuner.choose_one`` records each tactic choice (the op and whether dynamo was tracing) and
   answers upstream's own fallback (the first runner, tactic -1), without profiling;
 - a kernel module's functions record their arguments, as flashinfer_trace's do, and return a value
   that answers any further call or attribute (a runner, a tactic count of 1), never a tensor.
+
+- the cuDNN frontend (probes/cudnn_stub.py) records a graph's execution as a launch, and the CuTe
+  DSL (probes/cute_dsl_stub.py) compiles FlashInfer's CuTe kernels to recording ones: both are
+  flashinfer-python's declared dependencies, which a CPU machine does not have.
 
 install(box) applies them all after flashinfer_trace's own stubs; box.launches gets the kernel
 calls, box.tactics the tactic choices.
@@ -23,6 +28,7 @@ calls, box.tactics the tactic choices.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -30,6 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from nvfp4_overlay.probes import cudnn_stub, cute_dsl_stub
 
 # A checksum list for any artifact directory names every header the release's JIT specs ask
 # get_meta_hash for (the kernel-list header, the batched-GEMM export headers): their names are the
@@ -63,6 +71,11 @@ class Answer:
         return True
 
 
+def kernel_of(box: Any, name: str) -> Any:
+    """A kernel function that records its call into box.launches and answers (Answer)."""
+    return _kernel(box, name)
+
+
 def _kernel(box: Any, name: str) -> Any:
     from nvfp4_overlay.probes.flashinfer_trace import describe
 
@@ -92,12 +105,21 @@ def install(box: Any) -> None:
 
     if not hasattr(box, "tactics"):
         box.tactics = []
+    box.cubin_loaders = []
     # The GEMM runners ask for the current CUDA stream; a CPU build of torch has none (as
     # flashinfer_trace makes Tensor.cuda() an identity).
     torch._C._cuda_getCurrentRawStream = lambda device=None: 0
+    # 0.7.x's stream-keyed scratch buffers (utils._get_stream_cache_buf, mm_fp4's workspace) come from
+    # a CUDA memory pool on the stream's device; a CPU build of torch has neither: plain allocations.
+    torch.cuda.device = lambda *args, **kwargs: contextlib.nullcontext()
+    torch.cuda.MemPool = lambda *args, **kwargs: object()
+    torch.cuda.use_mem_pool = lambda *args, **kwargs: contextlib.nullcontext()
+    torch.cuda.is_current_stream_capturing = lambda: False  # 0.7.4's cuDNN path asks; nothing captures here
     _answering_kernels(box)
     _warm_cubin_cache(box)
     _recording_tuner(box)
+    cudnn_stub.install(box)  # mm_fp4's cudnn and auto backends: the cuDNN frontend, recording
+    cute_dsl_stub.install(box)  # the CuTe DSL: FlashInfer's CuTe kernels compile to recording ones
 
 
 def _answering_kernels(box: Any) -> None:
@@ -137,7 +159,9 @@ def _warm_cubin_cache(box: Any) -> None:
         return True
 
     def setup_cubin_loader(dll_path: str) -> None:
-        box.launches.append(["setup_cubin_loader", ["value", repr(os.path.basename(str(dll_path)))]])
+        # once per library and process (its loader is cached): not a launch of a kernel, which the
+        # compiled run, after an eager one, would not repeat
+        box.cubin_loaders.append(os.path.basename(str(dll_path)))
 
     cubin_loader.download_file = download_file
     for module in _flashinfer_modules():
