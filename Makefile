@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs clean distclean
+.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs sglang-regions-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,14 @@ docs: $(VENV)/.ready
 	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
 	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
 	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
+
+# patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
+# VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.
+sglang-regions-table: $(VENV)/.test-ready
+	$(PY) -m nvfp4_overlay.sglang_table table $(VERSIONS)
+
+sglang-regions-docs: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.sglang_table docs
 
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)

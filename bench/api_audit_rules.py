@@ -22,8 +22,26 @@ from route_patches import routed_names  # noqa: E402
 
 from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
 
-PENDING = {"trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"}
 OUT = "out of scope"
+# What SGLang's MoE runners (moe_runner/flashinfer_trtllm.py and flashinfer_cutlass.py, 0.5.12-0.5.23;
+# quantization/modelopt_quant.py before 0.5.15) call of FlashInfer besides the routed entry points:
+# a rule each, by exact name, saying why it is not routed.
+SGLANG_RUNNERS = {
+    "trtllm_bf16_moe": "BF16 MoE: SGLang's flashinfer_trtllm bf16 runner (fused_experts_none_to_flashinfer_trtllm_bf16), "
+                       "not the FP4 path; breaks fullgraph upstream like any loader",
+    "trtllm_bf16_routed_moe": "BF16 MoE: SGLang's flashinfer_trtllm bf16 runner (fused_experts_none_to_flashinfer_trtllm_bf16), "
+                              "not the FP4 path; breaks fullgraph upstream like any loader",
+    "trtllm_fp8_block_scale_moe": "FP8 MoE: SGLang's flashinfer_trtllm fp8 runner (fused_experts_none_to_flashinfer_trtllm_fp8, "
+                                  "0.5.19 on), not the FP4 path; breaks fullgraph upstream like any loader",
+    "trtllm_fp8_block_scale_routed_moe": "FP8 MoE: SGLang's flashinfer_trtllm fp8 runner (0.5.23), not the FP4 path; breaks "
+                                         "fullgraph upstream like any loader",
+    "block_scale_interleave": "weight preparation: SGLang's flashinfer_trtllm runner calls it from "
+                              "align_mxfp8_moe_weights_for_flashinfer_trtllm at weight-loading time, outside the compiled region",
+    "AutoTuner": "the AutoTuner class: routed entry points choose tactics when their op runs; SGLang 0.5.23's flashinfer_cutlass "
+                 "runner reads AutoTuner.get().is_tuning_mode in its SM120 non-gated NVFP4 path (_flashinfer_autotune_active), "
+                 "which traces once the singleton exists (a startup autotune or any eager call made it) and fails on its "
+                 "class lock before: SGLang's code, not a kernel entry point",
+}
 CATEGORIES: list[tuple[str, str, str]] = [
     (r"\.(jit|aot|artifacts|compilation_context|__main__|collect_env|jit_cache)(\.|$)", OUT,
      "build machinery: JIT spec generators, AOT packaging, artifact download; not called in a model's forward"),
@@ -57,8 +75,8 @@ def verdict(key: str) -> tuple[str, str]:
     name = key.rsplit(".", 1)[1]
     if name in routed_names():
         return "routed", "routed to one opaque op while dynamo traces (entries.py)"
-    if name in PENDING:
-        return "pending", "its fake and cases are written (entries.PENDING); routed once the ladder's stubs reach its kernel"
+    if name in SGLANG_RUNNERS:
+        return OUT, SGLANG_RUNNERS[name]
     for pattern, answer, why in CATEGORIES:
         if re.search(pattern, key):
             return answer, why
@@ -71,7 +89,7 @@ def main(scans: list[str]) -> int:
     for key in keys:
         module, name = key.rsplit(".", 1)
         answer, why = verdict(key)
-        if any(m in name.lower() for m in MARKERS) or answer != OUT:
+        if any(m in name.lower() for m in MARKERS) or answer != OUT or name in SGLANG_RUNNERS:
             rules.append({"module": module, "name": name, "verdict": answer, "why": why})
         else:
             family = ".".join(module.split(".")[:2])

@@ -56,7 +56,8 @@ Last-Update: 2026-12-01
 def routed_names() -> list[str]:
     """The keys of overlay/.../entries.py's ENTRIES, in order (read as text: it imports torch)."""
     text = (ROOT / "overlay/flashinfer-python/flashinfer/_nvfp4_overlay/entries.py").read_text()
-    table = text[text.index("ENTRIES: Dict[str, Entry] = {"):text.index("PENDING: Dict[str, Entry]")]
+    start = text.index("ENTRIES: Dict[str, Entry] = {")
+    table = text[start:text.index("\n}\n", start)]
     return re.findall(r'^    "(\w+)": Entry\(', table, re.M)
 
 

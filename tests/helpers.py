@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nvfp4_overlay import fetch, oracle
+from nvfp4_overlay import fetch, oracle, probe_runner
 from nvfp4_overlay.manifest import Target, load_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,7 +157,7 @@ def wheel_trees(root: Path) -> WheelTree:
                                   dist_dir=root / f"{dist}-{version}-dist", cache_dir=cache_dir())
             else:
                 wheel = fetch_upstream(dist, version, patches_dir=PATCHES, cache_dir=cache_dir())
-            made[key] = oracle.unpack(wheel, root / f"{dist}-{version}-{kind}")
+            made[key] = probe_runner.unpack(wheel, root / f"{dist}-{version}-{kind}")
         return made[key]
 
     return get

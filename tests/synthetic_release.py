@@ -17,8 +17,12 @@ from nvfp4_overlay.metadata import RecordRow, parse_record, record_hash, set_ver
 Edit = Callable[[str], str]  # the old text ("" for a new file) -> the new text
 
 
-def repack(wheel: Path, version: str, out_dir: Path, edits: Mapping[str, Edit]) -> Path:
-    """wheel as `version` in out_dir, each path of edits rewritten (or added); the new wheel's path."""
+def repack(wheel: Path, version: str, out_dir: Path, edits: Mapping[str, Edit], *,
+           metadata_version: str | None = None) -> Path:
+    """wheel as `version` in out_dir, each path of edits rewritten (or added); the new wheel's path.
+
+    metadata_version: METADATA says this release instead (a wheel that is not what its name says).
+    """
     stem, old_version, rest = wheel.name.split("-", 2)
     old_info, new_info = f"{stem}-{old_version}.dist-info", f"{stem}-{version}.dist-info"
     out = out_dir / f"{stem}-{version}-{rest}"
@@ -29,7 +33,7 @@ def repack(wheel: Path, version: str, out_dir: Path, edits: Mapping[str, Edit]) 
         changed: dict[str, bytes] = {
             path: edit(reader.read(path).decode() if path in reader.infos else "").encode()
             for path, edit in edits.items()}
-        changed[f"{old_info}/METADATA"] = set_version(reader.read(f"{old_info}/METADATA"), version)
+        changed[f"{old_info}/METADATA"] = set_version(reader.read(f"{old_info}/METADATA"), metadata_version or version)
         for name in [*reader.names, *sorted(set(changed) - set(reader.names))]:
             if name == f"{old_info}/RECORD":
                 continue

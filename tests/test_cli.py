@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import PATCHES, cli_args
+from helpers import OVERLAY, PATCHES, cli_args
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.cli.parser import COMMANDS
@@ -212,3 +212,23 @@ def _bad_toml(tmp_path: Path) -> Path:
     patches.mkdir()
     (patches / "stacks.toml").write_text("default = [\n")
     return patches
+
+
+def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
+    """Every SGLang stack gets a line (none is the goal), and the JSON holds the region audit's answer."""
+    from nvfp4_overlay import sglang_audit, sglang_releases
+
+    code, out, _ = run("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    assert code == 0
+    remaining = json.loads(out)["remaining_raw"]
+    expected = sglang_releases.remaining_by_stack(PATCHES, sglang_audit.read_routes(OVERLAY / "flashinfer-python"))
+    assert remaining == json.loads(json.dumps(expected))
+    assert sorted(remaining) == sorted(s for s in json.loads(out)["stacks"] if s.startswith("sglang-"))
+    code, text, _ = run("list", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    assert text.count("SGLang's compiled regions, raw FlashInfer or SGLang code left:") == len(remaining)
+    lines = text.splitlines()
+    for stack, regions in remaining.items():
+        (at,) = [i for i, line in enumerate(lines) if line.startswith((f"  {stack}:", f"  {stack} (default):"))]
+        assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
+        for region in regions:
+            assert region in lines[at + 1], (stack, region)

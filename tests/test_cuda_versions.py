@@ -23,7 +23,7 @@ from helpers import ReleaseOracle, by_release, flashinfer_releases
 
 from nvfp4_overlay import behaviour
 from nvfp4_overlay.behaviour import asks_version, cell_name
-from nvfp4_overlay.oracle import compiled_digest, processes
+from nvfp4_overlay.grid import compiled_digest, processes
 from nvfp4_overlay.probes import cuda_control
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]

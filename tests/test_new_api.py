@@ -21,7 +21,7 @@ import pytest
 from helpers import OVERLAY, PATCHES, cache_dir
 from synthetic_release import repack
 
-from nvfp4_overlay import cli, fetch, oracle
+from nvfp4_overlay import cli, fetch, probe_runner
 from nvfp4_overlay.manifest import Target, load_upstream
 
 pytestmark = [pytest.mark.upstream, pytest.mark.xdist_group("synthetic-new-api")]
@@ -96,7 +96,7 @@ def test_doctor_reports_the_installed_releases_new_function(wheelhouse: Path, tm
     as a problem. The control, 0.7.4 installed the same way: a carried release, no new API."""
     found = {}
     for version, wheel in ((NEW, next(wheelhouse.glob(f"*-{NEW}-*.whl"))), ("0.7.4", next(wheelhouse.glob("*-0.7.4-*.whl")))):
-        tree = oracle.unpack(wheel, tmp_path / version)
+        tree = probe_runner.unpack(wheel, tmp_path / version)
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
         code, output, log = _cli("doctor", "--no-trace", "--json", "--patches-dir", str(PATCHES))
         found[version] = (code, json.loads(output))

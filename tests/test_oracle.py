@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from helpers import COMMITTED_ORACLE, FRESH_UPSTREAM, OVERLAY, PATCHES, ReleaseOracle, by_release, flashinfer_releases
 
-from nvfp4_overlay import oracle
+from nvfp4_overlay import grid, oracle
 from nvfp4_overlay.probes.cases import CANDIDATES
 
 RELEASES = flashinfer_releases()
@@ -49,8 +49,8 @@ def test_the_committed_upstream_half_is_current(release_oracle: ReleaseOracle, r
         pytest.skip(f"committed for torch {kept['torch']}, Python {kept['python']}: computed afresh here")
     stale = sorted(k for k in key if key[k] != kept.get(k))
     assert not stale, f"{COMMITTED_ORACLE / release}.json is stale ({', '.join(stale)}): run 'make oracle'"
-    grid = oracle.key_of("cuda_grid", upstream, oracle.grid_plan(control=False))
-    assert record["grid"]["key"] == grid, f"{COMMITTED_ORACLE / release}.json: the grid is stale: run 'make oracle'"
+    grid_key = oracle.key_of("cuda_grid", upstream, grid.grid_plan(control=False))
+    assert record["grid"]["key"] == grid_key, f"{COMMITTED_ORACLE / release}.json: the grid is stale: run 'make oracle'"
 
 
 @pytest.mark.upstream
@@ -141,10 +141,17 @@ def test_the_cache_runs_a_probe_once_per_inputs_and_again_when_one_byte_changes(
     monkeypatch.setattr(oracle, "PROBES", probes)
     ladder()
     assert counted == ["flashinfer_trace"] * 3  # the same source: the same key
+    (probes / "sglang_regions.py").write_text("# another probe's source\n")
+    ladder()
+    assert counted == ["flashinfer_trace"] * 3  # a probe the ladder does not import: the same key
     cases = probes / "cases.py"
     cases.write_bytes(cases.read_bytes() + b"\n")  # one byte of the probes
     ladder()
     assert counted == ["flashinfer_trace"] * 4
+    stubs = probes / "serving_stubs.py"  # imported by the ladder's probe, not named by the plan
+    stubs.write_bytes(stubs.read_bytes() + b"\n")
+    ladder()
+    assert counted == ["flashinfer_trace"] * 5
 
 
 @pytest.mark.torch

@@ -29,7 +29,7 @@ import pytest
 from helpers import OVERLAY, PATCHES, cache_dir, run_python
 from synthetic_release import PIP_NVCC, pip_toolkit_first, repack
 
-from nvfp4_overlay import cli, fetch, oracle, wheels
+from nvfp4_overlay import behaviour, cli, fetch, grid, oracle, probe_runner, wheels
 from nvfp4_overlay.manifest import Target
 from nvfp4_overlay.probes import cuda_control
 
@@ -83,8 +83,9 @@ def test_refresh_refuses_the_release_naming_the_new_call_site_and_the_new_lookup
     module, function = cuda_control.SITE
     assert f"{module} {function} calls _toolkit_at_least(\"12.9\")" in output
     assert "upstream's get_cuda_path changed" in output and "upstream's get_cuda_version changed" in output
-    # and by behaviour: with pip's toolkit beside the system's, nvcc would get the other toolkit's flags
-    assert f"{NEW}: toolkit layout 'pip-beside': nvcc would get other flags than upstream's" in output
+    # the text refuses it first; the probes are not run (by behaviour, with pip's toolkit beside the
+    # system's nvcc would get the other toolkit's flags: test_with_pips_toolkit_beside_the_systems_...)
+    assert "the CUDA grid and the trace ladder were not run" in output
     assert not (PATCHES / "flashinfer-python" / NEW).exists()
 
 
@@ -112,8 +113,8 @@ def trees(wheelhouse: Path, private_cache: Path, tmp_path_factory: pytest.TempPa
     source = fetch.Source(private_cache, wheelhouse=wheelhouse, offline=True)
     options = wheels.Options(patches, OVERLAY, tmp_path_factory.mktemp("dist"), source)
     (built,) = wheels.build_targets([Target("flashinfer-python", NEW)], options)
-    return {"upstream": oracle.unpack(wheel, tmp_path_factory.mktemp("upstream")),
-            "patched": oracle.unpack(built.wheel, tmp_path_factory.mktemp("patched"))}
+    return {"upstream": probe_runner.unpack(wheel, tmp_path_factory.mktemp("upstream")),
+            "patched": probe_runner.unpack(built.wheel, tmp_path_factory.mktemp("patched"))}
 
 
 ASK = f'''
@@ -139,7 +140,7 @@ def _ask(tree: Path, env: dict[str, str], path: tuple[Path, ...] = ()) -> dict[s
 def test_the_patched_release_answers_a_new_caller_as_upstream_does(trees: dict[str, Path], tmp_path: Path) -> None:
     """cu128 torch, a 13.0 toolkit: upstream builds 120f (nvcc >= 12.9); so does the patch, saying once it
     does not know the call site (the old overlay answered torch's 12.8 here, and built 120a)."""
-    toolkit = oracle.make_toolkit(tmp_path, "13.0")
+    toolkit = grid.make_toolkit(tmp_path, "13.0")
     upstream = _ask(trees["upstream"], {"CUDA_HOME": str(toolkit)})
     patched = _ask(trees["patched"], {"CUDA_HOME": str(toolkit)})
     assert upstream["flags"] == cuda_control.nvcc_flags(True) == patched["flags"]
@@ -151,11 +152,24 @@ def test_with_pips_toolkit_beside_the_systems_the_two_lookups_differ(trees: dict
     """Why the new lookup must refuse the port: pip's 12.8 nvcc beside a system 13.0 one, upstream's new
     get_cuda_path takes pip's (120a), 0001's mirror of the old one CUDA_HOME's (120f)."""
     site = tmp_path / "site-packages"
-    pip_home = oracle.make_toolkit(tmp_path, "12.8", ("cuda.h",))
+    pip_home = grid.make_toolkit(tmp_path, "12.8", ("cuda.h",))
     (site / PIP_NVCC).parent.mkdir(parents=True)
     shutil.copytree(pip_home, site / PIP_NVCC)
-    system = oracle.make_toolkit(tmp_path, "13.0")
+    system = grid.make_toolkit(tmp_path, "13.0")
     upstream = _ask(trees["upstream"], {"CUDA_HOME": str(system)}, (site,))
     patched = _ask(trees["patched"], {"CUDA_HOME": str(system)}, (site,))
     assert upstream["flags"] == cuda_control.nvcc_flags(False)
     assert patched["flags"] == cuda_control.nvcc_flags(True)
+
+
+def test_the_grid_refuses_the_new_lookup_by_behaviour_too(trees: dict[str, Path], tmp_path: Path) -> None:
+    """Behind the audit, a second line: the grid's layout with pip's toolkit beside the system's hands
+    nvcc other flags patched than upstream, and the verdict says which layout."""
+    results = oracle.Results(None)
+    sides = [oracle.Side(NEW, kind, {"wheel": kind}, lambda kind=kind: trees[kind]) for kind in ("upstream", "patched")]
+    theirs, ours = (oracle.grid_for(side, results=results, toolkits=tmp_path) for side in sides)
+    cells, variants = grid.grid_cells()
+    both = {"cells": cells, "variant_names": list(variants), "upstream": theirs["cells"], "patched": ours["cells"],
+            "upstream_variants": theirs["variants"], "patched_variants": ours["variants"]}
+    problems = behaviour.grid_problems(NEW, both)
+    assert f"{NEW}: toolkit layout 'pip-beside': nvcc would get other flags than upstream's" in problems, problems

@@ -23,9 +23,11 @@ from typing import Any
 from . import fetch, oracle, wheels
 from .archive import WheelReader
 from .errors import OverlayError
+from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
-from .oracle import TRACE_GPUS, compiled_digest, eager_digest, processes
-from .probes.cases import CANDIDATES
+from .oracle import TRACE_GPUS, eager_digest
+from .probe_runner import unpack
+from .probes.cases import CANDIDATES, has_kernel
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -79,7 +81,9 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info is None:
             continue  # not in this release
         if info["schema"] is None:
-            problems.append(f"{release}: {name} is not routed (the overlay warned at import; no op)")
+            said = [w for w in patched.get("warnings", []) if f".{name} is not routed" in w]
+            why = said[0] if said else "the overlay warned at import"
+            problems.append(f"{release}: {name} is not routed ({why}; no op)")
             continue
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "
@@ -116,13 +120,14 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
             problems.append(f"{where} [{case}]: does not compile with fullgraph: {error['kind']}: "
                             f"{error['head'][:400]} (in {' > '.join(error['stack'][-4:])})")
             continue
-        targets = compiled.get("targets", [])
-        ours = [t for t in targets if t.startswith(OP_PREFIX)]
-        if ours != [f"{OP_PREFIX}{name}.default"] or compiled.get("op_calls") != compiled.get("calls"):
-            problems.append(f"{where} [{case}]: the graph holds {targets} ({compiled.get('op_calls')} op calls for "
-                            f"{compiled.get('calls')} calls), not one opaque {name} op per call")
+        targets = compiled.get("targets", [])  # the graph's, which may hold the other entry points' calls too
+        if f"{OP_PREFIX}{name}.default" not in targets or compiled.get("op_calls") != compiled.get("calls"):
+            problems.append(f"{where} [{case}]: the graph holds {targets} ({compiled.get('op_calls')} {name} op "
+                            f"calls for {compiled.get('calls')} calls of it), not one opaque {name} op per call")
         if compiled["trace_events"]:
             problems.append(f"{where} [{case}]: while tracing: {compiled['trace_events'][:3]}")
+        if any(tracing for _, tracing in compiled.get("tactics", [])):
+            problems.append(f"{where} [{case}]: the AutoTuner chose a tactic while dynamo traced")
         if compiled["launches"] != eager["launches"]:
             problems.append(f"{where} [{case}]: the kernel gets {compiled['launches']} compiled, "
                             f"{eager['launches']} eager")
@@ -132,9 +137,14 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
         if compiled["outputs"] != eager["outputs"]:
             problems.append(f"{where} [{case}]: the compiled run returns {compiled['outputs']}, eager "
                             f"{eager['outputs']}")
+    reached = [case for case, run in patched.items() if "error" not in run["eager"]]
     if not patched:
         problems.append(f"{where}: no case ran")
-    elif all("error" in run["eager"] for run in patched.values()):
+    elif not has_kernel(name, gpu, release):  # every call refuses: upstream has no kernel there
+        if reached:
+            problems.append(f"{where}: {reached[0]} reached the kernel, where probes/cases.py NO_KERNEL says "
+                            f"upstream has none: drop the release from NO_KERNEL")
+    elif not reached:
         first = next(iter(patched.values()))["eager"]["error"]
         problems.append(f"{where}: no case reached the kernel, every eager call raised (first: {first[0]}: "
                         f"{first[1][:200]})")
@@ -167,11 +177,12 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
                  *, audit: Path | None = None, quick: bool = False) -> list[str]:
     """Build target from the series under patches_dir and hold it to its upstream wheel; the problems.
 
-    flashinfer-python: every public function that reaches a kernel loader classified by the
-    serving-API audit (else only that is said: a person first), every CUDA-version call site
-    classified by the CUDA audit, the CUDA-version grid, the trace ladder of every routed entry point
-    the release has. Other distributions: the build alone (their behaviour is checked by the tests of
-    the stacks they belong to).
+    flashinfer-python, cheapest first: every public function that reaches a kernel loader
+    classified by the serving-API audit (else only that is said: a person first), the audits read
+    from the release's text (every CUDA-version call site classified, upstream's own lookups
+    unchanged), then, if they pass, the CUDA-version grid and the trace ladder of every routed entry
+    point the release has. Other distributions: the build alone (their behaviour is checked by the
+    tests of the stacks they belong to).
     """
     if target.dist == "flashinfer-python":
         # A public function that reaches a kernel loader and that the serving-API audit does not classify:
@@ -191,11 +202,13 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     pin = next(w for w in pinned.wheels if w.filename == built.upstream_filename)
     upstream_wheel = fetch.upstream_wheel(pinned, pin, source)
     problems = _audit_problems(target, upstream_wheel, audit or patches_dir)
+    if problems:  # the text already refuses the port: no need to probe it (the probes take a minute)
+        return [*problems, f"{target}: the CUDA grid and the trace ladder were not run: the audits above refuse first"]
     upstream = oracle.Side(target.version, "upstream", {"wheel": pin.sha256},
-                           lambda: oracle.unpack(upstream_wheel, workdir / "upstream"))
+                           lambda: unpack(upstream_wheel, workdir / "upstream"))
     patched = oracle.Side(target.version, "patched",
                           oracle.patched_inputs(pin.sha256, patches_dir, overlay_dir, target.dist, target.version),
-                          lambda: oracle.unpack(built.wheel, workdir / "patched"))
+                          lambda: unpack(built.wheel, workdir / "patched"))
     # The same cache as the tests': a release probed once is not probed again for the same inputs.
     checks = oracle.Oracle(oracle.Results(source.cache_dir / "oracle"), workdir / "toolkits")
     problems += grid_problems(target.version, checks.grid(upstream, patched))

@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from . import progress
 from .errors import ConfigError
 from .installed import Finding, check_pin, judge_distribution, sglang_pins
@@ -113,16 +115,43 @@ def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True
     _judge_gpu(gpu, fix_torch, finding)
     if trace and flashinfer["installed"] and facts["import"].get("ok"):
         _judge_trace(facts["trace"], finding)
+    remaining = _remaining_raw(patches_dir, distributions, finding)
     document: dict[str, Any] = {
         "python": {k: v for k, v in facts["python"].items() if k != "markers"},
         "distributions": distributions,
         "import": facts["import"],
         "gpu": gpu,
         "trace": facts["trace"] if trace else {"ok": None, "skipped": True},
+        "sglang_regions_raw": remaining,
     }
     document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
                     problems=finding.integrity + finding.problems, notes=finding.notes)
     return document, finding
+
+
+def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Finding) -> dict[str, Any] | None:
+    """What in the installed SGLang's compiled regions still breaks fullgraph under the installed
+    FlashInfer's routes (patches/sglang/audit-regions.json); None where the table has no answer."""
+    from . import sglang_audit
+
+    sglang, flashinfer = distributions["sglang"], distributions["flashinfer-python"]
+    if not (sglang.get("installed") and flashinfer.get("installed")):
+        return None
+    try:
+        version = Version(sglang["version"]).public
+        table = sglang_audit.load_table(patches_dir)
+    except (InvalidVersion, ConfigError):
+        return None
+    if version not in table["releases"]:
+        finding.notes.append(f"sglang {version}: the region audit (patches/sglang/audit-regions.json) has not seen it")
+        return None
+    routes = sglang_audit.read_routes(Path(flashinfer["location"]))
+    left = sglang_audit.stack_remaining(table, version, bool(sglang.get("patched")), routes)
+    said = "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})"
+                     for region, by_gpu in left.items()) or "none"
+    finding.notes.append(f"SGLang {version}'s compiled regions, raw FlashInfer or SGLang code left under this "
+                         f"FlashInfer: {said}")
+    return left
 
 
 def _judge_import(flashinfer: dict[str, Any], imported: dict[str, Any], fix_torch: str, finding: Finding) -> None:

@@ -8,12 +8,13 @@ cache's UNPINNED-SHA256SUMS, the static index, a refreshed series.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 CHUNK = 1 << 20
 SHA256SUMS = "SHA256SUMS"  # the dist dir's list of what the builds wrote
@@ -39,6 +40,11 @@ def sha256_handle(handle: BinaryIO) -> str:
 def sha256_file(path: Path) -> str:
     with path.open("rb") as handle:
         return sha256_handle(handle)
+
+
+def short_digest(value: Any) -> str:
+    """A JSON value as the behaviour checks compare it: 16 hex digits of its canonical JSON's sha256."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # --- SHA256SUMS, as sha256sum writes it ------------------------------------------------------------

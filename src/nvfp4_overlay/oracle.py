@@ -15,29 +15,25 @@ rotating sample of it on every run; a patched tree is probed in full.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
 import json
-import os
-import stat
-import subprocess
 import sys
-import zipfile
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import files
-from .errors import ConfigError
+from .files import short_digest
+from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
+from .probe_runner import run_probe
 
 PACKAGE = Path(__file__).resolve().parent
 PROBES = PACKAGE / "probes"  # whose source is part of every key
 TRACE_GPUS = ((12, 0), (10, 0))
-TORCH = ("12.6", "12.8", "12.9", "13.0")
-TOOLKITS = ("12.8", "12.9", "13.0")
-GPUS = ((9, 0), (10, 0), (10, 3), (12, 0), (12, 1))
 
 
 # --- digests of what makes a result ------------------------------------------------------------------
@@ -54,8 +50,33 @@ def digest_tree(root: Path, names: Sequence[str] | None = None) -> str:
     return digest.hexdigest()
 
 
-def probe_digest() -> str:
-    return digest_tree(PROBES)
+def probe_digest(probe: str) -> str:
+    """The source of a probe and of every probes/ module it imports, however deep (not the others:
+    a change to the SGLang probes leaves the FlashInfer results as they are)."""
+    return digest_tree(PROBES, sorted(probe_sources(probe)))
+
+
+def probe_sources(probe: str) -> set[str]:
+    """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names."""
+    seen: set[str] = set()
+    waiting = [probe]
+    while waiting:
+        name = waiting.pop()
+        path = PROBES / f"{name}.py"
+        if name in seen or not path.is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level == 1 or module == "nvfp4_overlay.probes":
+                    head = module if node.level == 1 else ""
+                    waiting += [head] if head else [a.name for a in node.names]
+                elif module.startswith("nvfp4_overlay.probes."):
+                    waiting.append(module.split(".")[2])
+            elif isinstance(node, ast.Import):
+                waiting += [a.name.split(".")[2] for a in node.names if a.name.startswith("nvfp4_overlay.probes.")]
+    return {f"{name}.py" for name in seen}
 
 
 def patched_inputs(wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist: str, version: str) -> dict[str, str]:
@@ -68,11 +89,6 @@ def engine_digest() -> str:
     """The modules that apply a series and write the wheel (the package's top level: any of them
     may shape a patched file; probes/ and cli/ do not)."""
     return digest_tree(PACKAGE, sorted(p.name for p in PACKAGE.glob("*.py")))
-
-
-def short_digest(value: Any) -> str:
-    """A whole value, as the verdicts compare it: 16 hex digits of its canonical JSON's sha256."""
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # --- sides and the result cache ------------------------------------------------------------------------
@@ -98,7 +114,9 @@ class Results:
     def __init__(self, root: Path | None) -> None:
         self.root = root
 
-    def computed(self, probe: str, side: Side, key: dict[str, Any], compute: Callable[[], Any]) -> Any:
+    def computed(self, probe: str, side: Side, key: dict[str, Any], compute: Callable[[], Any],
+                 keep: Callable[[Any], bool] | None = None) -> Any:
+        """The result under key: kept, or computed and kept (unless it crashed, or keep says not)."""
         if self.root is None:
             return compute()
         path = self.root / probe / f"{side.release}-{side.kind}-{short_digest(key)}.json"
@@ -108,7 +126,8 @@ class Results:
                 with contextlib.suppress(ValueError):
                     return json.loads(path.read_text())["result"]
             result = compute()
-            if not (isinstance(result, dict) and "crash" in result):  # a crash is news, not a fact to keep
+            crashed = isinstance(result, dict) and "crash" in result  # a crash is news, not a fact to keep
+            if not crashed and (keep is None or keep(result)):
                 files.replace_file(path, json.dumps({"key": key, "result": result}).encode())
             return result
 
@@ -126,47 +145,12 @@ def _locked(path: Path) -> Iterator[None]:
 def key_of(probe: str, side: Side, plan: Mapping[str, Any], variant: str = "") -> dict[str, Any]:
     import torch  # the behaviour checks run where torch is: run_probe says so when it is not
 
-    return {"probe": probe, "probe_source": probe_digest(), "plan": short_digest(plan), "inputs": dict(side.inputs),
+    return {"probe": probe, "probe_source": probe_digest(probe), "plan": short_digest(plan), "inputs": dict(side.inputs),
             "side": side.kind + (f"/{variant}" if variant else ""), "torch": torch.__version__,
             "python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
 
 
 # --- running a probe -------------------------------------------------------------------------------
-
-
-def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[str, Any]:
-    """Run probes/<probe>.py in a child of this interpreter, with no toolkit of this machine in sight."""
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if p and not os.path.exists(os.path.join(p, "nvcc")))
-    command = [sys.executable, "-m", f"nvfp4_overlay.probes.{probe}"]
-    done = subprocess.run(command, input=json.dumps(plan), capture_output=True, text=True, env=env, timeout=timeout)
-    if done.returncode != 0 or not done.stdout.strip():
-        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
-        if "No module named 'torch'" in done.stderr:
-            msg = (f"the behaviour checks need torch in this interpreter ({sys.executable}); "
-                   f"run them from make test's .venv (make refresh ...), or pip install torch")
-            raise ConfigError(msg, fix="pip install torch, or run from make test's .venv")
-        msg = f"probe {probe} failed (exit {done.returncode}):\n{tail}"
-        raise ConfigError(msg)
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-def unpack(wheel: Path, into: Path) -> Path:
-    """What the probes import: the wheel's Python and JSON files (0.6.11.post2 reads a workloads.json
-    at import), the Jinja templates a JIT spec renders its sources from (mm_fp4's CUTLASS runner,
-    flashinfer/data/csrc/*.jinja) and its dist-info, not the sources, CUTLASS and cubins under
-    flashinfer/data/ (0.7.4: 717 MB unpacked, about 30 MB this way)."""
-    with zipfile.ZipFile(wheel) as zf:
-        zf.extractall(into, [n for n in zf.namelist() if _readable(n)])
-    return into
-
-
-def _readable(name: str) -> bool:
-    top = name.split("/", 1)[0]
-    return (top.endswith(".dist-info") or name.endswith(".jinja")
-            or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/")))
 
 
 # --- the trace ladder ----------------------------------------------------------------------------------
@@ -233,72 +217,6 @@ def eager_digest(eager: dict[str, Any] | str) -> str:
 # --- the CUDA-version grid -------------------------------------------------------------------------
 
 
-def make_toolkit(root: Path, release: str, files_: Sequence[str] = ("version.json", "cuda.h")) -> Path:
-    """A CUDA_HOME whose bin/nvcc answers --version, with the release's version.json and cuda.h."""
-    home = root / f"cuda-{release}-{'-'.join(files_) or 'bare'}"
-    if home.exists():
-        return home
-    (home / "bin").mkdir(parents=True)
-    nvcc = home / "bin" / "nvcc"
-    nvcc.write_text(
-        "#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
-        f"echo 'Cuda compilation tools, release {release}, V{release}.93'\n"
-    )
-    nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    major, minor = (int(p) for p in release.split("."))
-    if "version.json" in files_:
-        (home / "version.json").write_text(json.dumps({"cuda": {"name": "CUDA SDK", "version": f"{release}.1"}}))
-    if "cuda.h" in files_:
-        (home / "include").mkdir()
-        (home / "include" / "cuda.h").write_text(f"#pragma once\n#define CUDA_VERSION {major * 1000 + minor * 10}\n")
-    return home
-
-
-def grid_cells() -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The 60 cells of the grid, and four other toolkit layouts on an SM120 box with a cu128 torch
-    beside a 13.0 toolkit; a cell names its toolkit by release and layout (with_toolkits gives paths)."""
-    cells: list[dict[str, Any]] = [{"torch": t, "toolkit_release": k, "layout": "full", "gpu": list(g)}
-                                   for t in TORCH for k in TOOLKITS for g in GPUS]
-    box: dict[str, Any] = {"torch": "12.8", "toolkit_release": "13.0", "gpu": [12, 0]}
-    variants: dict[str, dict[str, Any]] = {
-        "pip": {**box, "layout": "cuda.h"},  # include/cuda.h, no version.json: a pip-installed toolkit
-        "bare": {**box, "layout": "bare"},  # nvcc alone: the last resort
-        "on-path": {**box, "layout": "full", "on_path": True},  # no CUDA_HOME
-        "none": {**box, "layout": "no-nvcc"},  # no nvcc: both fall back to torch's
-        # pip's nvcc (the nvidia-cuda-nvcc wheel's layout on sys.path) beside the system's CUDA_HOME:
-        # a lookup that took pip's first would pick 12.8 where CUDA_HOME's is 13.0
-        "pip-beside": {**box, "layout": "full", "pip_toolkit": "12.8"},
-    }
-    return cells, variants
-
-
-def with_toolkits(cells: Sequence[dict[str, Any]], root: Path) -> list[dict[str, Any]]:
-    """The cells with the CUDA_HOME each names, made under root."""
-    layouts = {"full": ("version.json", "cuda.h"), "cuda.h": ("cuda.h",), "bare": ()}
-    out = []
-    for cell in cells:
-        if cell["layout"] == "no-nvcc":
-            home = root / "cuda-without-nvcc"
-            (home / "bin").mkdir(parents=True, exist_ok=True)
-        else:
-            home = make_toolkit(root, cell["toolkit_release"], layouts[cell["layout"]])
-        extra = {"site": str(pip_site(root, cell["pip_toolkit"]))} if "pip_toolkit" in cell else {}
-        out.append({**cell, "toolkit": str(home), **extra})
-    return out
-
-
-PIP_NVCC = ("nvidia", "cuda_nvcc")  # where the nvidia-cuda-nvcc wheel puts the toolkit, under site-packages
-
-
-def pip_site(root: Path, release: str) -> Path:
-    """A site-packages directory holding pip's toolkit (include/cuda.h and bin/nvcc, no version.json)."""
-    site = root / f"site-packages-{release}"
-    home = site.joinpath(*PIP_NVCC)
-    if not home.exists():
-        make_toolkit(home.parent, release, ("cuda.h",)).rename(home)
-    return site
-
-
 def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = False) -> dict[str, Any]:
     """One tree through the grid: {"cells": [...], "variants": {...}} (compact for an upstream tree).
 
@@ -322,36 +240,6 @@ def grid_for(side: Side, *, results: Results, toolkits: Path, control: bool = Fa
     key = key_of("cuda_grid", side, plan, "control" if control else "")
     result: dict[str, Any] = results.computed("cuda_grid", side, key, compute)
     return result
-
-
-def grid_plan(*, control: bool) -> dict[str, Any]:
-    cells, variants = grid_cells()
-    return {"cells": [c for c in cells if c["torch"] == "12.6"] if control else [*cells, *variants.values()],
-            "empty_table": control, "control_module": True}
-
-
-def compiled_part(cell: dict[str, Any]) -> dict[str, Any]:
-    """What nvcc would be handed: the architectures (or the refusal logged) and each spec's flags."""
-    return {"archs": cell.get("archs"), "arch_warnings": cell.get("arch_warnings"), "modules": cell.get("modules")}
-
-
-def compiled_digest(cell: dict[str, Any]) -> str:
-    """compiled_part as a digest; a compact cell holds it."""
-    return str(cell["compiled"]) if "compiled" in cell else short_digest(compiled_part(cell))
-
-
-def processes(cell: dict[str, Any]) -> list[list[str]]:
-    return [e[1:] for e in cell.get("events", []) if e[0] == "process"]
-
-
-def compact_cell(cell: dict[str, Any]) -> dict[str, Any]:
-    """What the verdicts read of an upstream cell: what nvcc is handed (a digest of the architectures
-    and every spec's flags), the processes started, the run-time answer, the architectures."""
-    if "crash" in cell:
-        return cell
-    return {"compiled": compiled_digest(cell), "events": [e for e in cell.get("events", []) if e[0] == "process"],
-            "runtime_version": cell.get("runtime_version"), "outside_version": cell.get("outside_version"),
-            "archs": cell.get("archs")}
 
 
 # --- one release: both sides, as the verdicts take them ---------------------------------------------------

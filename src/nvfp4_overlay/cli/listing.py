@@ -19,20 +19,46 @@ def cmd_list(ctx: Context) -> int:
         built = sorted(p.name for p in ctx.dist_dir.glob(f"{stem}-{upstream.local_version}-*.whl"))
         series.append({"target": str(target), "revision": upstream.revision, "local_version": upstream.local_version,
                        "patches": [p.name for p in patches], "wheels": len(upstream.wheels), "built": built})
+    remaining = _remaining_raw(ctx)
     document = {
         "default": stacks.default,
         "stacks": {s.name: [str(t) for t in s.targets] for s in stacks.ordered()},
         "upstream": {s.name: [str(t) for t in s.upstream] for s in stacks.ordered() if s.upstream},
         "series": series,
+        "remaining_raw": remaining,
     }
-    lines = ["stacks:"] + [
-        f"  {s.name}{' (default)' if s.name == stacks.default else ''}: "
-        + ", ".join([*map(str, s.targets), *(f"{t} (upstream, unpatched)" for t in s.upstream)])
-        for s in stacks.ordered()
-    ]
+    lines = ["stacks:"]
+    for stack in stacks.ordered():
+        lines.append(f"  {stack.name}{' (default)' if stack.name == stacks.default else ''}: "
+                     + ", ".join([*map(str, stack.targets), *(f"{t} (upstream, unpatched)" for t in stack.upstream)]))
+        if stack.name in remaining:
+            lines.append("    SGLang's compiled regions, raw FlashInfer or SGLang code left: "
+                         + _raw_line(remaining[stack.name]))
     lines.append("series:")
     for s in series:
         state = f"built: {', '.join(s['built'])}" if s["built"] else "not built"
         lines.append(f"  {s['target']} revision {s['revision']}, {len(s['patches'])} patches, {s['wheels']} wheels; {state}")
     ctx.emit(document, "\n".join(lines))
     return 0
+
+
+def _remaining_raw(ctx: Context) -> dict[str, Any]:
+    """stack -> region -> GPU -> what still breaks torch.compile(fullgraph=True) in that region under the
+    stack's patched wheels (patches/sglang/audit-regions.json, against the overlay's routes)."""
+    from .. import sglang_audit, sglang_releases
+
+    return sglang_releases.remaining_by_stack(ctx.patches_dir, sglang_audit.read_routes(ctx.overlay_dir / "flashinfer-python"))
+
+
+def _raw_line(regions: dict[str, Any]) -> str:
+    """Each region with what breaks it, in a few words (the whole sentence is in --json)."""
+    if not regions:
+        return "none"
+    return "; ".join(f"{region} ({_what(next(iter(next(iter(by_gpu.values()), [])), ''))})"
+                     for region, by_gpu in regions.items())
+
+
+def _what(sentence: str) -> str:
+    if sentence.startswith("SGLang's own code"):
+        return "SGLang's own code"
+    return sentence.split("(", 1)[0].rsplit(".", 1)[-1] or sentence[:60]

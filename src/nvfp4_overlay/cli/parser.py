@@ -117,7 +117,7 @@ def parser() -> argparse.ArgumentParser:
     _output(p)
 
     p = command("list")
-    _data(p, overlay=False)
+    _data(p)  # the overlay says what the patched FlashInfer routes (what each SGLang stack leaves raw)
     _dist(p)
     _output(p)
 

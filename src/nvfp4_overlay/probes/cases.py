@@ -24,6 +24,8 @@ from typing import Any, NamedTuple
 
 from packaging.version import Version
 
+from nvfp4_overlay.probes import moe_cases
+
 Make = Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]
 
 
@@ -44,6 +46,22 @@ class CaseTableError(ValueError):
 # The fewest cases an entry point may run in a release; the ladder refuses a table that falls under.
 MINIMUM = {"fp4_quantize": 9}
 DEFAULT_MINIMUM = 3
+
+# Entry points that upstream builds no kernel for on a GPU before a release: entry point -> GPU ->
+# the first release that has one. There every eager call refuses (upstream's as well as the
+# patched wheel's), the compiled call must refuse too, and the ladder asks no case to reach the
+# kernel; a release that does reach it fails the ladder until this says so. The trtllm-gen MoE
+# module asks for SM10x alone up to 0.6.6 (jit/fused_moe.py, supported_major_versions=[10]).
+NO_KERNEL: dict[str, dict[str, str]] = {
+    "trtllm_fp4_block_scale_moe": {"12.0": "0.6.7"},
+    "trtllm_fp4_block_scale_routed_moe": {"12.0": "0.6.7"},
+}
+
+
+def has_kernel(name: str, gpu: str, release: str) -> bool:
+    """Whether upstream builds a kernel for the entry point on the GPU ("12.0") in the release."""
+    first = NO_KERNEL.get(name, {}).get(gpu)
+    return first is None or Version(release) >= Version(first)
 
 # fp4_quantize layouts: (id, keyword arguments, column-major input)
 FP4_LAYOUTS = [
@@ -321,58 +339,6 @@ def _norm_rows(fused: bool) -> list[Row]:
     ]
 
 
-_EXPERTS, _TOP_K, _HIDDEN, _INTER = 8, 2, 256, 128
-
-
-def _moe(tokens: int, routed: bool, pair: bool = False) -> dict[str, Callable[[Any], Any] | Any]:
-    """The keyword arguments of a trtllm-gen FP4 MoE call: (tokens, hidden/2) packed activations,
-    FP4 weights of 8 experts, top-2 routing from logits (or packed/precomputed ids)."""
-    def ids(torch: Any) -> Any:
-        picked = torch.stack([torch.randperm(_EXPERTS)[:_TOP_K] for _ in range(tokens)]).to(torch.int32)
-        if pair:
-            return picked, torch.rand(tokens, _TOP_K, dtype=torch.bfloat16)
-        return (torch.randint(1, 1 << 14, (tokens, _TOP_K), dtype=torch.int32) << 16) | picked
-
-    def f8(*shape: int) -> Callable[[Any], Any]:
-        return lambda torch: _u8(*shape)(torch).view(torch.float8_e4m3fn)
-
-    def scalars(torch: Any) -> Any:
-        return torch.ones(_EXPERTS)
-
-    args: dict[str, Any] = {
-        "routing_bias": None, "hidden_states": _u8(tokens, _HIDDEN // 2), "hidden_states_scale": f8(tokens, _HIDDEN // 16),
-        "gemm1_weights": _u8(_EXPERTS, 2 * _INTER, _HIDDEN // 2), "gemm1_weights_scale": f8(_EXPERTS, 2 * _INTER, _HIDDEN // 16),
-        "gemm1_bias": None, "gemm1_alpha": None, "gemm1_beta": None, "gemm1_clamp_limit": None,
-        "gemm2_weights": _u8(_EXPERTS, _HIDDEN, _INTER // 2), "gemm2_weights_scale": f8(_EXPERTS, _HIDDEN, _INTER // 16),
-        "gemm2_bias": None, "output1_scale_scalar": scalars, "output1_scale_gate_scalar": scalars,
-        "output2_scale_scalar": scalars, "num_experts": _EXPERTS, "top_k": _TOP_K, "n_group": None, "topk_group": None,
-        "intermediate_size": _INTER, "local_expert_offset": 0, "local_num_experts": _EXPERTS,
-        "routed_scaling_factor": None, "routing_method_type": 1,
-    }
-    if routed:
-        args["topk_ids"] = ids
-    else:
-        args["routing_logits"] = lambda torch: torch.randn(tokens, _EXPERTS, dtype=torch.bfloat16)
-    return args
-
-
-def _none(torch: Any) -> tuple[Any, ...]:
-    return ()
-
-
-def _moe_rows(routed: bool) -> list[Row]:
-    out = {"output": lambda torch: torch.empty(40, _HIDDEN, dtype=torch.bfloat16)}
-    rows = [
-        Row("finalize", _moe(40, routed), _none),
-        Row("output-given", {**_moe(40, routed), **out}, _none),
-        Row("decode-pdl", {**_moe(1, routed), "enable_pdl": True}, _none),
-        Row("tune-max-512", {**_moe(40, routed), "tune_max_num_tokens": 512}, _none),
-    ]
-    if routed:
-        rows.append(Row("precomputed-pair", _moe(40, routed, pair=True), _none, since="0.7.0"))
-    return rows
-
-
 _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "fp4_quantize": _fp4_quantize,
     "nvfp4_quantize": _nvfp4_quantize,
@@ -385,15 +351,8 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "rmsnorm_quant": lambda sf_layout: _norm_rows(fused=False),
     "fused_add_rmsnorm_quant": lambda sf_layout: _norm_rows(fused=True),
     "mm_fp4": _mm_fp4,
+    **moe_cases.TABLES,
 }
-# The overlay's PENDING entry points (entries.py): their tables are ready; the ladder calls them once
-# its stubs reach their kernels on a CPU (probes/serving_stubs.py).
-PENDING_TABLES: dict[str, Callable[[Any], list[Row]]] = {
-    "trtllm_fp4_block_scale_moe": lambda sf_layout: _moe_rows(routed=False),
-    "trtllm_fp4_block_scale_routed_moe": lambda sf_layout: _moe_rows(routed=True),
-}
-_TABLES.update(PENDING_TABLES)
 
 # The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.
-CANDIDATES: tuple[str, ...] = tuple(name for name in _TABLES if name not in PENDING_TABLES)
-PENDING: tuple[str, ...] = tuple(PENDING_TABLES)
+CANDIDATES: tuple[str, ...] = tuple(_TABLES)

@@ -50,12 +50,15 @@ FP4_MODULES = ["flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quant
 
 
 def main() -> None:
-    plan = json.load(sys.stdin)
+    json.dump(run(json.load(sys.stdin)), sys.stdout)
 
-    def run(tree: dict[str, Any]) -> dict[str, Any]:
+
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """{tree key: its cells}, each tree in a child of its own (probes/serve.py calls this too)."""
+    def one(tree: dict[str, Any]) -> dict[str, Any]:
         return probe_tree(tree, [plan["cells"][i] for i in tree.get("cells", range(len(plan["cells"])))])
 
-    json.dump(forking.each_tree(plan["trees"], run, plan.get("jobs", 1)), sys.stdout)
+    return forking.each_tree(plan["trees"], one, plan.get("jobs", 1))
 
 
 def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, Any]:

@@ -5,14 +5,16 @@ tree (an unpacked upstream or patched wheel), for each GPU of the plan (the comp
 faked, tensors are CPU or meta tensors), for each entry point the release has and each of its
 cases (probes/cases.py):
 
-- ``eager``: the outputs (shape, stride, dtype) of an eager call and the kernel launches it made;
+- ``eager``: the outputs (shape, stride, dtype) of an eager call, the kernel launches it made and
+  the AutoTuner's tactic choices (serving_stubs records each with whether dynamo was tracing);
 - ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
   ``torch.compile(fullgraph=True)``: the error (its kind, first line, the builtin dynamo gave up
   on, dynamo's user stack as file:function), or the graph's call_function targets, the op's fake
-  outputs as dynamo saw them (the graph's output meta), the outputs and launches of the compiled
-  run; and what happened while dynamo traced: processes started and FlashInfer files opened (an
-  audit hook; dynamo's own linecache reads of traced source are counted apart). The cases that
-  reach the kernel are traced together, one call each in one function (run_entry says why).
+  outputs as dynamo saw them (the graph's output meta; a tensor the caller passed and gets back,
+  ``output=``, as it was passed), the outputs, launches and tactic choices of the compiled run;
+  and what happened while dynamo traced: processes started and FlashInfer files opened (an audit
+  hook; dynamo's own linecache reads of traced source are counted apart). The cases that reach
+  the kernel are traced together, one call each in one function (run_entry says why).
 
 Results name no path of this machine (the tree is ``<tree>``), so that an upstream result can be
 kept as a fact about its wheel (oracle.py) and held to a patched tree's line for line.
@@ -30,31 +32,39 @@ recording kernel as an eager call does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import re
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import torch
 
-from nvfp4_overlay.oracle import make_toolkit
 from nvfp4_overlay.probes import cases as case_table
 from nvfp4_overlay.probes import forking, serving_stubs
+from nvfp4_overlay.probes.toolkit import make_toolkit
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
 
 
 def main() -> None:
-    plan = json.load(sys.stdin)
+    json.dump(run(json.load(sys.stdin)), sys.stdout)
+
+
+def run(plan: dict[str, Any]) -> dict[str, Any]:
+    """{tree key: its ladder}, each tree in a child of its own (probes/serve.py calls this too)."""
     out, sys.stdout = sys.stdout, sys.stderr  # what upstream prints (0.6.8.post1's cuDNN handle) is no result
-    result = forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
-    json.dump(result, out)
+    try:
+        return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
+    finally:
+        sys.stdout = out
 
 
 class Box:
@@ -65,6 +75,8 @@ class Box:
         self.phase = "setup"
         self.events: list[list[str]] = []
         self.launches: list[list[Any]] = []
+        self.tactics: list[list[Any]] = []  # the AutoTuner's choices (serving_stubs): [op, while tracing?]
+        self.loader_setups: list[str] = []  # the libraries handed to the cubin loader (serving_stubs)
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.phase != "trace":
@@ -106,7 +118,9 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp(prefix="nvfp4-toolkit-")), torch.version.cuda))
     os.environ["FLASHINFER_WORKSPACE_BASE"] = tree.get("workspace") or os.path.join(tree["path"], ".workspace")
     sys.path.insert(0, tree["path"])
-    import flashinfer
+    with warnings.catch_warnings(record=True) as caught:  # the overlay says here what it does not route, and why
+        warnings.simplefilter("always")
+        import flashinfer
     from flashinfer.jit import core as jit_core
 
     box = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
@@ -119,26 +133,29 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     entries = {name: getattr(flashinfer, name) for name in plan["entries"] if hasattr(flashinfer, name)}
     out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed(),
-                           "probed": list(plan["entries"])}
+                           "probed": list(plan["entries"]),
+                           "warnings": [_clean(str(w.message), tree["path"]) for w in caught
+                                        if str(w.message).startswith("nvfp4-overlay")]}
     for name, fn in entries.items():
         out["entries"][name] = {"signature": case_table.parameters(fn), "schema": _schema(fn)}
     out["lookups"] = forking.in_child(lambda: lookups_under_fullgraph(box, tree["path"]))
     # An upstream tree (no overlay) compiles the first case of each entry point, the one
-    # behaviour.upstream_fails reads; its other cases run eagerly, for the patched tree's eager
-    # calls to be held to. A patched tree compiles every case and logs its eager dispatcher ops.
+    # behaviour.upstream_fails reads, each in a child of its own; its other cases run eagerly, for
+    # the patched tree's eager calls to be held to. A patched tree runs each GPU in one child: every
+    # case eagerly, then every case that reached the kernel compiled together (run_gpu), and logs
+    # its eager dispatcher ops.
     overlay = bool(out["routed"])
+    quick = plan.get("quick", False)
     for cc in plan["gpus"]:
         key = f"{cc[0]}.{cc[1]}"
         _fake_capability(tuple(cc))
-        out[key] = {}
-        for name, fn in entries.items():
-            made = list(case_table.cases(name, fn, quick=plan.get("quick", False)))
-            out[key][name] = forking.in_child(
-                functools.partial(run_entry, fn, made, box, tree["path"], compile_all=overlay))
-        out[key]["eager_ops"] = {
-            name: forking.in_child(functools.partial(eager_op_log, fn, name))
-            for name, fn in entries.items() if overlay
-        }
+        made = {name: list(case_table.cases(name, fn, quick=quick)) for name, fn in entries.items()}
+        if overlay:
+            out[key] = forking.in_child(functools.partial(run_gpu, entries, made, box, tree["path"]))
+            out[key]["eager_ops"] = forking.in_child(functools.partial(eager_op_log, entries, made))
+        else:
+            out[key] = {name: forking.in_child(functools.partial(run_entry, fn, made[name], box, tree["path"]))
+                        for name, fn in entries.items()}
         out[key]["opt_in_fp4_op"] = forking.in_child(functools.partial(opt_in_fp4_op, box))
     return out
 
@@ -163,40 +180,79 @@ def opt_in_fp4_op(box: Box) -> dict[str, Any]:
     return out
 
 
-def run_entry(fn: Any, made: list[tuple[str, Any]], box: Box, tree: str, *, compile_all: bool) -> dict[str, Any]:
-    """Every case of one entry point: each called eagerly, then compiled with fullgraph.
+Call = tuple[str, str, Any, Any]  # (entry point, case id, fn, make)
 
-    The cases that reach the kernel eagerly are compiled together, one call each in one traced
-    function (one dynamo trace instead of one per case; each call is its own node, and the
-    compiled run's launches and outputs are split back per case); a case upstream refuses is
-    compiled alone, since a refusal ends a trace. Without compile_all (an upstream tree) only the
-    first case is compiled: upstream fails in the JIT loader, the cases after it would fail alike.
+
+def eager_runs(calls: list[Call], box: Box, tree: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each case called eagerly: its outputs, kernel launches and tactic choices, or upstream's refusal.
+
+    Each case is called once on inputs of its own before the call that is kept: a first call fills
+    the process's caches (the module, the cubin loader's setup, a MoE runner built per dtype), which
+    the compiled run then finds filled; the kept eager call sees the process as the compiled one does.
     """
-    runs: dict[str, Any] = {}
-    for case_id, make in made:
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    for name, case_id, fn, make in calls:
+        warm_args, warm_kwargs = make(torch)
+        with contextlib.suppress(Exception):  # a refusal is the kept call's to report
+            fn(*warm_args, **warm_kwargs)
         args, kwargs = make(torch)
-        del box.launches[:]
+        del box.launches[:], box.tactics[:]
         try:
-            runs[case_id] = {"eager": {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches)}}
+            runs[name, case_id] = {"outputs": describe(fn(*args, **kwargs)), "launches": list(box.launches),
+                                   "tactics": list(box.tactics)}
         except Exception as exc:  # noqa: BLE001 - upstream's own refusal is a result too
-            runs[case_id] = {"eager": {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}}
-    chosen = made if compile_all else made[:1]
-    reached = [(c, m) for c, m in chosen if "error" not in runs[c]["eager"]]
-    refused = [(c, m) for c, m in chosen if "error" in runs[c]["eager"]]
-    for group in ([reached] if reached else []) + [[one] for one in refused]:
-        for case_id, compiled in compile_cases(fn, group, box, tree, [runs[c]["eager"] for c, _ in group]).items():
-            runs[case_id]["compiled"] = compiled
+            runs[name, case_id] = {"error": [type(exc).__name__, _clean(str(exc)[:500], tree)]}
     return runs
 
 
-def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
-                  eager: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """torch.compile(fullgraph=True) of one function that calls fn once per case, run once."""
-    inputs = [make(torch) for _, make in group]
+def run_entry(fn: Any, made: list[tuple[str, Any]], box: Box, tree: str) -> dict[str, Any]:
+    """An upstream tree's entry point: every case eagerly, the first compiled (upstream fails in the
+    JIT loader; the cases after it would fail alike)."""
+    calls = [("", case_id, fn, make) for case_id, make in made]
+    eager = eager_runs(calls, box, tree)
+    runs = {case_id: {"eager": eager["", case_id]} for _, case_id, _, _ in calls}
+    for (_, case_id), compiled in compile_calls(calls[:1], box, tree, eager).items():
+        runs[case_id]["compiled"] = compiled
+    return runs
+
+
+def run_gpu(entries: dict[str, Any], made: dict[str, list[tuple[str, Any]]], box: Box, tree: str) -> dict[str, Any]:
+    """A patched tree on one GPU: every case of every entry point eagerly, then compiled.
+
+    The cases that reach the kernel are compiled together, one call each in one traced function
+    (one dynamo trace instead of one per case: each call is its own node, and the compiled run's
+    launches and outputs are split back per case). Where that trace fails or does I/O, each entry
+    point is traced alone, and where that fails, each case alone, so that a problem is named where
+    it is. A case upstream refuses is compiled alone: a refusal ends a trace.
+    """
+    calls = [(name, case_id, fn, make) for name, fn in entries.items() for case_id, make in made[name]]
+    eager = eager_runs(calls, box, tree)
+    compiled: dict[tuple[str, str], dict[str, Any]] = {}
+    reached = [c for c in calls if "error" not in eager[c[0], c[1]]]
+    groups = [reached] if reached else []
+    while groups:
+        group = groups.pop()
+        found = compile_calls(group, box, tree, eager)
+        if len(group) > 1 and any("error" in r or r["trace_events"] for r in found.values()):
+            names = list(dict.fromkeys(c[0] for c in group))
+            groups += [[c for c in group if c[0] == n] for n in names] if len(names) > 1 else [[c] for c in group]
+            continue
+        compiled.update(found)
+    for call in calls:
+        if "error" in eager[call[0], call[1]]:
+            compiled.update(compile_calls([call], box, tree, eager))
+    return {name: {case_id: {"eager": eager[name, case_id], "compiled": compiled[name, case_id]}
+                   for case_id, _ in made[name]} for name in entries}
+
+
+def compile_calls(group: list[Call], box: Box, tree: str,
+                  eager: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """torch.compile(fullgraph=True) of one function that makes every call of the group, run once."""
+    inputs = [make(torch) for _, _, _, make in group]
     flat = [a for args, _ in inputs for a in args]
-    spans: list[tuple[int, int, dict[str, Any]]] = []  # (first positional input, how many, keyword arguments) per case
-    for args, kwargs in inputs:
-        spans.append((sum(n for _, n, _ in spans), len(args), kwargs))
+    spans: list[tuple[Any, int, int, dict[str, Any]]] = []  # (fn, first positional input, how many, keywords)
+    for (_, _, fn, _), (args, kwargs) in zip(group, inputs):
+        spans.append((fn, sum(n for _, _, n, _ in spans), len(args), kwargs))
     graphs: list[dict[str, Any]] = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
@@ -207,61 +263,87 @@ def compile_cases(fn: Any, group: list[tuple[str, Any]], box: Box, tree: str,
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
         # each op call's fresh outputs as its fake gave them (a parameter handed back, `out=`, is no
         # output of the graph: the compiled function returns its input)
-        fresh = [[describe(v) for v in n.meta.get("example_value") or ()] for n in gm.graph.nodes
+        fresh = [[describe(v) for v in _as_list(n.meta.get("example_value"))] for n in gm.graph.nodes
                  if n.op == "call_function" and str(n.target).startswith(OP_PREFIX)]
-        graphs.append({"targets": list(dict.fromkeys(targets)),  # each once, in order
-                       "op_calls": sum(t.startswith(OP_PREFIX) for t in targets),
-                       "fake_outputs": [describe(v) for v in vals], "fresh": fresh})
+        graphs.append({"targets": targets, "fake_outputs": [describe(v) for v in vals], "fresh": fresh})
         return gm.forward
 
     def calls(*a: Any) -> list[Any]:
-        return [fn(*a[first:first + n], **kwargs) for first, n, kwargs in spans]
+        return [fn(*a[first:first + n], **kwargs) for fn, first, n, kwargs in spans]
 
     torch._dynamo.reset()
-    op = getattr(fn, "__nvfp4_overlay_op__", None)
-    if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta
-                              for args, kwargs in inputs for a in [*args, *kwargs.values()]):
-        # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
-        # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
-        # kernel, so the compiled run hands the recording kernel what an eager call hands it.
-        op.register_kernel("meta", op._init_fn)
-    del box.launches[:], box.events[:]
-    tactics = getattr(box, "tactics", [])
-    del tactics[:]
+    for fn, _, _, _ in spans:
+        op = getattr(fn, "__nvfp4_overlay_op__", None)
+        if op is not None and any(isinstance(a, torch.Tensor) and a.is_meta for a in [*flat, *_kwarg_values(spans)]):
+            # A custom op's Meta kernel is its fake: on meta inputs the compiled run would never reach
+            # upstream's wrapper. In this child, upstream's wrapper (the op's own body) is the Meta
+            # kernel, so the compiled run hands the recording kernel what an eager call hands it.
+            op.register_kernel("meta", op._init_fn)
+    del box.launches[:], box.events[:], box.tactics[:]
     box.phase = "trace"
-    ids = [case_id for case_id, _ in group]
+    ids = [(name, case_id) for name, case_id, _, _ in group]
     try:
         results = torch.compile(calls, fullgraph=True, backend=backend)(*flat)
     except Exception as exc:  # noqa: BLE001 - upstream fails here; the message says where
         box.phase = "after"
         failed = {"error": error_summary(exc, tree), "trace_events": list(box.events)}
-        return {case_id: dict(failed) for case_id in ids}
+        return {i: dict(failed) for i in ids}
     box.phase = "after"
-    out: dict[str, dict[str, Any]] = {}
+    targets = graphs[0]["targets"] if graphs else []
+    out: dict[tuple[str, str], dict[str, Any]] = {}
     launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
+    # one op call per case: each case's fresh outputs are its own op's; else the graph's outputs in order
     fresh = graphs[0]["fresh"] if graphs and len(graphs[0]["fresh"]) == len(ids) else None
-    for i, (case_id, result, theirs) in enumerate(zip(ids, results, eager)):
-        tensors = len(_flatten_tensors(result))
-        mine = len(theirs.get("launches", []))
-        seen = fakes[:tensors] if fresh is None else _as_seen(result, inputs[i], fresh[i])
-        out[case_id] = {"outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
-                        "fake_outputs": seen,
-                        "targets": graphs[0]["targets"] if graphs else [],
-                        "op_calls": graphs[0]["op_calls"] if graphs else 0, "calls": len(ids),
-                        # the AutoTuner's tactic choices of the trace and the run, with whether dynamo
-                        # was tracing (serving_stubs); of every case of the group, the same in each
-                        "tactics": list(tactics)}
-        launches, fakes = launches[mine:], fakes[tensors:]
+    for i, ((name, case_id), result, (args, kwargs)) in enumerate(zip(ids, results, inputs)):
+        mine = len(eager[name, case_id].get("launches", []))
+        given = [*args, *kwargs.values()]
+        if fresh is None:
+            handed_back, fakes = _fake_outputs(result, given, fakes)
+        else:
+            handed_back = _as_seen(result, given, fresh[i])
+        op = f"{OP_PREFIX}{name}.default"
+        out[name, case_id] = {
+            "outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
+            "fake_outputs": handed_back, "targets": list(dict.fromkeys(targets)),  # each once, in order
+            "op_calls": targets.count(op), "calls": sum(n == name for n, _ in ids),
+            "tactics": list(box.tactics)}  # the group's AutoTuner choices: [op, while tracing?]
+        launches = launches[mine:]
+    if fresh is None and fakes:  # graph outputs no result tensor took (a fake that allocates where upstream hands back)
+        out[ids[-1]]["fake_outputs"] = out[ids[-1]]["fake_outputs"] + fakes
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
 
 
-def _as_seen(result: Any, inputs: tuple[tuple[Any, ...], dict[str, Any]], fresh: list[Any]) -> list[Any]:
-    """The outputs of one case's call as dynamo saw them: each tensor the call hands back from its
-    inputs (``out=``) as that input, the others as its op's fake gave them, in order; fake outputs
-    left over (a fake that allocates where upstream hands a parameter back) after them."""
-    given = [a for a in [*inputs[0], *inputs[1].values()] if isinstance(a, torch.Tensor)]
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
+
+
+def _kwarg_values(spans: list[tuple[Any, int, int, dict[str, Any]]]) -> list[Any]:
+    return [v for _, _, _, kwargs in spans for v in kwargs.values()]
+
+
+def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list[Any], list[Any]]:
+    """What the trace saw of one case's result tensors, and the graph outputs left for the next case.
+
+    A tensor of the result that is one of the case's own inputs (``output=`` handed back) is no
+    output of the graph (dynamo returns a graph input as it is): the trace saw the caller's tensor.
+    Every other result tensor is the next output of the graph, as the op's fake made it.
+    """
+    seen = []
+    for tensor in _flatten_tensors(result):
+        if any(tensor is g for g in given):
+            seen.append(describe(tensor))
+        else:
+            seen.append(fakes[0] if fakes else None)
+            fakes = fakes[1:]
+    return seen, fakes
+
+
+def _as_seen(result: Any, given: list[Any], fresh: list[Any]) -> list[Any]:
+    """One case's result tensors as the trace saw them, from its own op call's fresh outputs: a tensor
+    handed back from the case's inputs (``out=``) as that input, the others as the fake made them, in
+    order; fresh outputs left over (a fake that allocates where upstream hands a parameter back) after."""
     left = iter(fresh)
     seen = [describe(t) if any(t is g for g in given) else next(left, ["missing"]) for t in _flatten_tensors(result)]
     return seen + list(left)
@@ -321,19 +403,24 @@ def lookups_under_fullgraph(box: Box, tree: str) -> dict[str, Any]:
     return result
 
 
-def eager_op_log(fn: Any, name: str) -> dict[str, Any]:
-    """The dispatcher ops an eager call goes through: no nvfp4_overlay op may be among them."""
-    made = next(iter(case_table.cases(name, fn, quick=True)), None)
-    if made is None:
-        return {"ops": []}
-    args, kwargs = made[1](torch)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        torch.ones(1)  # the instrument's own control: an op it must see (an in-place entry point allocates none)
-        try:
-            fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            return {"error": [type(exc).__name__, str(exc)[:300]]}
-    return {"ops": sorted({e.name for e in prof.events()})}
+def eager_op_log(entries: dict[str, Any], made: dict[str, list[tuple[str, Any]]]) -> dict[str, Any]:
+    """The dispatcher ops an eager call of each entry point (its first case) goes through: no
+    nvfp4_overlay op may be among them."""
+    out: dict[str, Any] = {}
+    for name, fn in entries.items():
+        if not made[name]:
+            out[name] = {"ops": []}
+            continue
+        args, kwargs = made[name][0][1](torch)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            torch.ones(1)  # the instrument's own control: an op it must see (an in-place entry point allocates none)
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001
+                out[name] = {"error": [type(exc).__name__, str(exc)[:300]]}
+                continue
+        out[name] = {"ops": sorted({e.name for e in prof.events()})}
+    return out
 
 
 def _routed() -> list[str]:

@@ -143,7 +143,7 @@ SF_LAYOUT = Codec("int", _sf_layout_code, _sf_layout,
 SF_LAYOUT_OR_NONE = Codec("int?", _sf_layout_code, _sf_layout,
                           lambda upstream, value: value is None or isinstance(value, upstream["SfLayout"]))
 
-# topk_ids of trtllm_fp4_block_scale_routed_moe: a packed tensor, or (from 0.7.0) a (ids, weights)
+# topk_ids of trtllm_fp4_block_scale_routed_moe: a packed tensor, or (from 0.6.12) an (ids, weights)
 # pair; it travels as a list of one or two tensors.
 def _tensors(upstream: Mapping[str, Any], value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else [value]
@@ -162,6 +162,26 @@ def _is_tensors(value: Any) -> bool:
     if isinstance(value, tuple):
         return len(value) == 2 and all(isinstance(v, torch.Tensor) for v in value)
     return isinstance(value, torch.Tensor)
+
+
+# cutlass_fused_moe's activation_type: a member of the release's ActivationType (an IntEnum, in
+# fused_moe/core.py up to 0.6.6, tllm_enums.py from 0.6.7), carried as its value and handed back as the member.
+# A plain int takes upstream's path (the kernel would get the member where the caller passed an int).
+ACTIVATION_TYPE = Codec("int", lambda upstream, value: int(value),
+                        lambda upstream, code: upstream["ActivationType"](code),
+                        lambda upstream, value: isinstance(value, upstream["ActivationType"]))
+
+
+# cutlass_fused_moe's quant_scales: a list of tensors (empty for BF16), or None where a caller
+# passes none; a tuple, or a list holding anything else, takes upstream's path.
+def _is_tensor_list(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value)
+
+
+TENSOR_LIST_OR_NONE = Codec("Tensor[]?", lambda upstream, value: value, lambda upstream, value: value,
+                            lambda upstream, value: value is None or _is_tensor_list(value))
 
 
 # A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
@@ -254,6 +274,53 @@ ENTRIES: Dict[str, Entry] = {
         codecs={"sfLayout": SF_LAYOUT},
         types={"a": "Tensor"},
     ),
+    # trtllm-gen MoE with the finalize step (do_finalize=True): [output], the caller's or a fresh
+    # (tokens, hidden) bf16. Upstream's path for a call that routes otherwise: do_finalize=False (the
+    # rows of its results depend on the routing and the tactic's tile: a data-dependent shape),
+    # gemm1_lora_delta (two more outputs sized by the kernel), 0.7.4's routing_metadata (an object
+    # no schema carries). The AutoTuner's choice and the cubin loader run when the op runs.
+    "trtllm_fp4_block_scale_moe": Entry(
+        returns="[output]",
+        fake=fakes.trtllm_fp4_block_scale_moe,
+        inert=_TRTLLM_MOE_INERT | {"routing_replay_out", "workspace_buffer"},
+        since={"valid_hidden_size": "0.7.0"},
+        mutates=frozenset({"output", "routing_replay_out", "workspace_buffer"}),
+        routes={"do_finalize": frozenset({True})},
+        codecs={"hidden_states_scale_layout": SF_LAYOUT_OR_NONE, "nvfp4_4over6": NVFP4_4OVER6},
+    ),
+    "trtllm_fp4_block_scale_routed_moe": Entry(
+        returns="[output]",
+        fake=fakes.trtllm_fp4_block_scale_routed_moe,
+        inert=_TRTLLM_MOE_INERT | {"workspace_buffer", "routing_metadata"},
+        since={"valid_hidden_size": "0.7.0"},
+        mutates=frozenset({"output", "workspace_buffer"}),
+        routes={"do_finalize": frozenset({True})},
+        codecs={"topk_ids": TENSOR_OR_PAIR, "hidden_states_scale_layout": SF_LAYOUT_OR_NONE,
+                "nvfp4_4over6": NVFP4_4OVER6, "routing_metadata": NONE_ONLY},
+        when=lambda values: values.get("gemm1_lora_delta") is None,
+    ),
+    # The CUTLASS fused MoE (every quantization: BF16, FP8, NVFP4, MXFP4 x BF16/MXFP8, W4A8; SM90,
+    # SM100, SM103, SM120 modules): four tensors, the caller's output or a fresh one, and three the
+    # wrapper allocates for the min-latency mode. Upstream's path: min_latency_mode (upstream
+    # refuses it before any kernel) and 0.7.1's backend="cake" (another program). The module build,
+    # the AutoTuner's two GEMM tactics and the launch run when the op runs.
+    "cutlass_fused_moe": Entry(
+        returns="[output, Tensor, Tensor, Tensor]",
+        fake=fakes.cutlass_fused_moe,
+        inert=frozenset({
+            "token_selected_experts", "token_final_scales", "fc1_expert_weights", "quant_scales",
+            "fc1_expert_biases", "fc2_expert_biases", "input_sf", "swiglu_alpha", "swiglu_beta", "swiglu_limit",
+            "tp_size", "tp_rank", "ep_size", "ep_rank", "cluster_size", "cluster_rank", "enable_alltoall",
+            "use_deepseek_fp8_block_scale", "use_w4_group_scaling", "use_mxfp8_act_scaling", "use_packed_weights",
+            "use_wfp4afp8_humming", "tune_max_num_tokens", "enable_pdl", "activation_type", "swizzled_input_sf",
+            "use_fused_finalize", "profile_ids", "workspace_buffer", "clamped_relu2_limit", "situ_beta",
+            "situ_linear_beta", "nvfp4_4over6",
+        }),
+        mutates=frozenset({"output", "workspace_buffer"}),
+        routes={"min_latency_mode": frozenset({False}), "backend": frozenset({"cutlass"})},
+        codecs={"activation_type": ACTIVATION_TYPE, "quant_scales": TENSOR_LIST_OR_NONE,
+                "nvfp4_4over6": NVFP4_4OVER6},
+    ),
     # Norm + FP8 quantize into `out` (and the residual add in place): nothing returned.
     "rmsnorm_quant": Entry(
         returns="()",
@@ -282,30 +349,3 @@ ENTRIES: Dict[str, Entry] = {
     ),
 }
 
-# Written and compiled to one op each, but not routed yet: the trace ladder cannot hold their fakes
-# to upstream's wrapper until its stubs reach their kernels on a CPU (the GEMM runners' CUDA stream,
-# the trtllm-gen kernel-list header). route() never reads this table.
-PENDING: Dict[str, Entry] = {
-    # trtllm-gen MoE with the finalize step (do_finalize=True): [output], the caller's or a fresh
-    # (tokens, hidden) bf16. Without finalize, the rows of the result depend on the routing
-    # (a data-dependent shape): upstream's path.
-    "trtllm_fp4_block_scale_moe": Entry(
-        returns="[output]",
-        fake=fakes.trtllm_fp4_block_scale_moe,
-        inert=_TRTLLM_MOE_INERT | {"routing_replay_out", "workspace_buffer"},
-        since={"valid_hidden_size": "0.7.0"},
-        mutates=frozenset({"output", "routing_replay_out", "workspace_buffer"}),
-        routes={"do_finalize": frozenset({True})},
-        codecs={"hidden_states_scale_layout": SF_LAYOUT_OR_NONE, "nvfp4_4over6": NVFP4_4OVER6},
-    ),
-    "trtllm_fp4_block_scale_routed_moe": Entry(
-        returns="[output]",
-        fake=fakes.trtllm_fp4_block_scale_moe,
-        inert=_TRTLLM_MOE_INERT | {"workspace_buffer", "routing_metadata"},
-        since={"valid_hidden_size": "0.7.0"},
-        mutates=frozenset({"output", "workspace_buffer"}),
-        routes={"do_finalize": frozenset({True})},
-        codecs={"topk_ids": TENSOR_OR_PAIR, "hidden_states_scale_layout": SF_LAYOUT_OR_NONE,
-                "nvfp4_4over6": NVFP4_4OVER6, "routing_metadata": NONE_ONLY},
-    ),
-}

@@ -171,3 +171,21 @@ def trtllm_fp4_block_scale_moe(hidden_states: torch.Tensor, output: Any = None,
     hidden = hidden_states.shape[-1] * (2 if hidden_states.dtype == torch.uint8 else 1)
     width = hidden if valid_hidden_size is None else valid_hidden_size
     return [hidden_states.new_empty((hidden_states.shape[0], width), dtype=torch.bfloat16)]
+
+
+# The routed variant's finalized output is allocated as the other's.
+trtllm_fp4_block_scale_routed_moe = trtllm_fp4_block_scale_moe
+
+
+def cutlass_fused_moe(input: torch.Tensor, fc2_expert_weights: torch.Tensor, output_dtype: torch.dtype,
+                      output: Any = None) -> List[torch.Tensor]:
+    # Not min_latency_mode (upstream refuses it): [output, num_active_experts_per_node (1,) int32,
+    # experts_to_token_score (experts, tokens) float32, active_expert_global_ids (experts,) int32],
+    # output the caller's or a fresh (tokens, fc2_expert_weights.shape[1]) of output_dtype; the
+    # same in every release 0.6.1-0.7.4, whatever the quantization.
+    experts, tokens = fc2_expert_weights.shape[0], input.shape[0]
+    if output is None:
+        output = input.new_empty((tokens, fc2_expert_weights.shape[1]), dtype=output_dtype)
+    return [output, input.new_empty((1,), dtype=torch.int32),
+            input.new_empty((experts, tokens), dtype=torch.float32),
+            input.new_empty((experts,), dtype=torch.int32)]

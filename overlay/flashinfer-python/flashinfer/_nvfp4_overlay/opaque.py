@@ -155,8 +155,8 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
     encode = {n: functools.partial(c.encode, scope) for n, (c, scope) in codecs.items()}
     decode = {n: functools.partial(c.decode, scope) for n, (c, scope) in codecs.items()}
     accepts = {n: functools.partial(c.accepts, scope) for n, (c, scope) in codecs.items()}
-    for n, t in zip(names, types):
-        if t.startswith("Tensor") and not t.endswith("[]"):
+    for n, t in zip(names, types):  # a tensor parameter takes a tensor; a codec's own check stands
+        if n not in codecs and t.startswith("Tensor") and not t.rstrip("?").endswith("[]"):
             accepts[n] = _is_tensor_or_none if t.endswith("?") else _is_tensor
     schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> Tensor[]"
     op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode)

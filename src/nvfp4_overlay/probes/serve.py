@@ -1,0 +1,49 @@
+"""A warm probe interpreter: torch imported and dynamo set up once, each probe run in a fork of it.
+
+``python -m nvfp4_overlay.probes.serve`` reads one JSON request per line on stdin
+(``{"probe": "flashinfer_trace", "plan": {...}}``) and answers one JSON line on stdout, the
+probe's result, or ``{"crash": ...}`` with the tail of what the run wrote to stderr. Each run is a
+fork of this interpreter as it stood before the first request: torch imported, one trivial
+torch.compile done (dynamo's first compile in a process sets up most of what every later one uses),
+no FlashInfer imported, nothing left of an earlier run. oracle.run_probe starts one per thread and
+keeps it, so a test session pays torch's import (1.4 s) and that first compile (1.7 s) once, not
+once per release and probe.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import os
+import sys
+import tempfile
+from typing import Any
+
+from nvfp4_overlay.probes import forking
+
+
+def main() -> None:
+    import torch
+
+    torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        with tempfile.TemporaryFile() as errors:
+            result = forking.in_child(functools.partial(_run, request, errors))
+            if "crash" in result:
+                errors.seek(0)
+                result["stderr"] = errors.read().decode("utf-8", "replace")[-4000:]
+        print(json.dumps(result), flush=True)
+
+
+def _run(request: dict[str, Any], errors: Any) -> Any:
+    os.dup2(errors.fileno(), 1)  # stdout carries the answers: whatever the run prints goes with its stderr
+    os.dup2(errors.fileno(), 2)  # the run's own stderr, returned with a crash
+    module = importlib.import_module(f"nvfp4_overlay.probes.{request['probe']}")
+    return module.run(request["plan"])
+
+
+if __name__ == "__main__":
+    main()
