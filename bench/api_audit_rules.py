@@ -22,7 +22,6 @@ from route_patches import routed_names  # noqa: E402
 
 from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
 
-PENDING = {"mm_fp4"}
 OUT = "out of scope"
 # What SGLang's MoE runners (moe_runner/flashinfer_trtllm.py and flashinfer_cutlass.py, 0.5.12-0.5.23;
 # quantization/modelopt_quant.py before 0.5.15) call of FlashInfer besides the routed entry points:
@@ -76,8 +75,6 @@ def verdict(key: str) -> tuple[str, str]:
     name = key.rsplit(".", 1)[1]
     if name in routed_names():
         return "routed", "routed to one opaque op while dynamo traces (entries.py)"
-    if name in PENDING:
-        return "pending", "its fake and cases are written (entries.PENDING); routed once the ladder's stubs reach its kernel"
     if name in SGLANG_RUNNERS:
         return OUT, SGLANG_RUNNERS[name]
     for pattern, answer, why in CATEGORIES:

@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from nvfp4_overlay import api_audit  # noqa: E402
+from nvfp4_overlay import api_scan  # noqa: E402
 from nvfp4_overlay.manifest import Target, all_targets, load_upstream  # noqa: E402
 
 PATCH = "0002-fp4-mxfp8-entry-points-opaque-to-dynamo.patch"
@@ -56,7 +56,8 @@ Last-Update: 2026-12-01
 def routed_names() -> list[str]:
     """The keys of overlay/.../entries.py's ENTRIES, in order (read as text: it imports torch)."""
     text = (ROOT / "overlay/flashinfer-python/flashinfer/_nvfp4_overlay/entries.py").read_text()
-    table = text[text.index("ENTRIES: Dict[str, Entry] = {"):text.index("PENDING: Dict[str, Entry]")]
+    start = text.index("ENTRIES: Dict[str, Entry] = {")
+    table = text[start:text.index("\n}\n", start)]
     return re.findall(r'^    "(\w+)": Entry\(', table, re.M)
 
 
@@ -69,7 +70,7 @@ def wheel_files(version: str, cache: Path) -> dict[str, str]:
 
 
 def patch_for(version: str, files: dict[str, str], names: list[str]) -> str:
-    release = api_audit._Release(files)
+    release = api_scan.Release(files)
     inserts: dict[str, list[int]] = {}  # path -> 0-based line numbers to insert above
     found = []
     for name in names:
@@ -77,10 +78,10 @@ def patch_for(version: str, files: dict[str, str], names: list[str]) -> str:
         if where is None:
             continue
         module, _ = where
-        node = release.module(module).defs[name]  # type: ignore[union-attr]
+        node = release.node(module, name)
         assert isinstance(node, ast.FunctionDef), (version, name)
         first = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
-        path = next(p for p in files if api_audit.module_name(p) == module and p.endswith(".py"))
+        path = next(p for p in files if api_scan.module_name(p) == module and p.endswith(".py"))
         inserts.setdefault(path, []).append(first)
         found.append(name)
     hunks = []

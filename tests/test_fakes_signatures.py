@@ -21,7 +21,7 @@ import pytest
 from helpers import OVERLAY, PATCHES, ROOT, cache_dir, fetch_upstream
 from packaging.version import Version
 
-from nvfp4_overlay import api_audit
+from nvfp4_overlay import api_audit, api_scan
 from nvfp4_overlay.manifest import all_targets
 from nvfp4_overlay.probes import cases
 
@@ -51,12 +51,12 @@ def signatures(release: str, names: list[str]) -> dict[str, list[str]]:
     wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
     with zipfile.ZipFile(wheel) as zf:
         files = api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist() if n.count("/") <= 2})
-    scan = api_audit._Release(files)
+    scan = api_scan.Release(files)
     out = {}
     for name in names:
         where = next((scan.resolve(p, name) for p in PACKAGES if scan.resolve(p, name)), None)
         if where is not None:
-            node = scan.module(where[0]).defs[name]  # type: ignore[union-attr]
+            node = scan.node(*where)
             assert isinstance(node, ast.FunctionDef)
             a = node.args
             out[name] = [p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs]]

@@ -177,11 +177,19 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
                  *, audit: Path | None = None, quick: bool = False) -> list[str]:
     """Build target from the series under patches_dir and hold it to its upstream wheel; the problems.
 
-    flashinfer-python, cheapest first: the audits read from the release's text (every CUDA-version
-    call site classified, upstream's own lookups unchanged), then, if they pass, the CUDA-version
-    grid and the trace ladder of every routed entry point the release has. Other distributions: the
-    build alone (their behaviour is checked by the tests of the stacks they belong to).
+    flashinfer-python, cheapest first: every public function that reaches a kernel loader
+    classified by the serving-API audit (else only that is said: a person first), the audits read
+    from the release's text (every CUDA-version call site classified, upstream's own lookups
+    unchanged), then, if they pass, the CUDA-version grid and the trace ladder of every routed entry
+    point the release has. Other distributions: the build alone (their behaviour is checked by the
+    tests of the stacks they belong to).
     """
+    if target.dist == "flashinfer-python":
+        # A public function that reaches a kernel loader and that the serving-API audit does not classify:
+        # the ladder knows nothing of it, so nothing below could judge the port; a person first.
+        new = _new_api_problems(target, patches_dir, source, audit or patches_dir)
+        if new:
+            return new
     options = wheels.Options(patches_dir, overlay_dir, workdir / "dist", source)
     try:
         (built,) = wheels.build_targets([target], dataclasses.replace(options, source=dataclasses.replace(
@@ -212,6 +220,18 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
 def routed(ladder: dict[str, Any]) -> list[str]:
     """The entry points the overlay routes (its entries.py, as the patched tree has it)."""
     return list(ladder["patched"].get("routed", []))
+
+
+def _new_api_problems(target: Target, patches_dir: Path, source: fetch.Source, audit: Path) -> list[str]:
+    from . import api_audit
+    from .drift import new_apis
+
+    pinned = load_upstream(patches_dir, target)
+    pin = pinned.wheels[0]  # the public API is the same in each wheel of a release (pure Python)
+    with WheelReader(fetch.upstream_wheel(pinned, pin, source)) as reader:
+        found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
+                         api_audit.load_audit(audit))
+    return [f"{target}: {api_audit.problem(target.version, fn, audit)}" for fn in found]
 
 
 def _audit_problems(target: Target, upstream: Path, patches_dir: Path) -> list[str]:

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import api_audit
+from .api_audit import Audit, PublicFunction
 from .patching import Placement, apply_hunks
 from .placement import BROKEN, HunkDrift, Read, State, drift_file, merge_file, moved_elsewhere
 from .series import FilePatch, Patch, Series, decode, split_lines
 
-__all__ = ["BROKEN", "FileImage", "HunkDrift", "PatchDrift", "State", "applied_upstream_release", "drift_series"]
+__all__ = ["BROKEN", "FileImage", "HunkDrift", "PatchDrift", "State", "applied_upstream_release", "drift_series",
+           "new_apis"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,14 @@ def drift_series(
             )
         )
     return results
+
+
+def new_apis(read: Read, names: Sequence[str], audit: Audit) -> tuple[PublicFunction, ...]:
+    """The public FlashInfer functions of a release (its members: names, read) that reach a kernel
+    loader and that the serving-API audit does not classify: a state of the release's own, which needs
+    a person until the overlay routes them or the audit declares them out of scope. Pure: no I/O."""
+    files = {n: data.decode("utf-8", "replace") for n in names if api_audit.scanned(n) and (data := read(n)) is not None}
+    return tuple(api_audit.new_api(files, audit))
 
 
 class _Origin:

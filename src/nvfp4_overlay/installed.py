@@ -7,6 +7,7 @@ that environment itself, so doctor can judge any interpreter from the one it run
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from . import api_audit
+from .api_audit import PublicFunction
 from .errors import ConfigError, Exit
 from .manifest import Stack, Target, load_stacks, load_upstream
 
@@ -124,6 +127,21 @@ def _judge_record(name: str, version: str, record: dict[str, Any], finding: Find
             finding.integrity.append(
                 f"{name} {version}: {len(paths)} installed file(s) {kind} since pip installed them ({shown}); "
                 f"reinstall with 'pip install --force-reinstall --no-deps' the wheel you meant to run")
+
+
+def scans_api(flashinfer: dict[str, Any]) -> bool:
+    """Whether doctor scans the installed FlashInfer's public API: a release patches/ carries no series
+    for (a carried one is held to the serving-API audit by the tests, file for file: RECORD says they
+    are the wheel's)."""
+    return bool(flashinfer.get("installed")) and flashinfer.get("series") in ("none", "unknown")
+
+
+def judge_new_apis(flashinfer: dict[str, Any], found: Sequence[PublicFunction], patches_dir: Path,
+                   finding: Finding) -> None:
+    """The installed FlashInfer's public functions that reach a kernel loader and the audit does not
+    classify: each a problem (unrouted, it breaks torch.compile(fullgraph=True))."""
+    flashinfer["new_apis"] = [{"function": f.key, "loaders": list(f.loaders), "via": list(f.via)} for f in found]
+    finding.problems += [api_audit.problem(flashinfer["version"], f, patches_dir) for f in found]
 
 
 def sglang_pins(sglang: dict[str, Any], markers: dict[str, str]) -> dict[str, Requirement]:

@@ -10,9 +10,11 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import fetch, progress, releases
+from . import api_audit, fetch, progress, releases
+from .api_audit import PublicFunction, load_audit
 from .archive import WheelReader
 from .drift import PatchDrift, drift_series
+from .drift import new_apis as drift_new_apis
 from .errors import ConfigError, FetchError
 from .manifest import Target
 from .releases import ReleaseWheel
@@ -47,12 +49,17 @@ class Matrix:
     cells: list[Cell]
     series: dict[Target, Series]
     skipped: dict[Target, str] = field(default_factory=dict)  # releases pip could not provide, and why
+    # releases without a series of their own whose public FlashInfer functions that reach a kernel
+    # loader include some the serving-API audit does not classify (drift.new_apis)
+    new_apis: dict[Target, tuple[PublicFunction, ...]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         """0 when every series applies, or ports by three-way merge, to its own release and to every
-        release asked about that has no series of its own; 1 otherwise, or when a release was skipped."""
-        return 0 if not any(c.needs_person and not c.news for c in self.cells) and not self.skipped else 1
+        release asked about that has no series of its own, and no such release adds an API the audit
+        does not classify; 1 otherwise, or when a release was skipped."""
+        clean = not any(c.needs_person and not c.news for c in self.cells) and not self.skipped
+        return 0 if clean and not any(self.new_apis.values()) else 1
 
 
 def plan_releases(
@@ -112,6 +119,7 @@ def run_drift(
                 release = Target(target.dist, version)
                 if release not in opened:
                     opened[release] = _open_release(patches_dir, release, source, stack, matrix, log)
+                    _new_apis(patches_dir, release, opened[release], matrix, log)
                 found = opened[release]
                 if found is None:
                     continue
@@ -123,6 +131,18 @@ def run_drift(
                                        origin[1].read if origin else None)
                 matrix.cells.append(Cell(target, wheel, tuple(patches)))
     return matrix
+
+
+def _new_apis(patches_dir: Path, release: Target, found: tuple[ReleaseWheel, ReleaseFiles] | None, matrix: Matrix,
+              log: Callable[[str], None]) -> None:
+    """A flashinfer-python release without a series of its own: its public API the audit does not classify.
+    (A carried release's is held to the audit by the tests.)"""
+    if found is None or release.dist != "flashinfer-python" or found[0].pinned:
+        return
+    log(f"{release}: scanning its public functions that reach a kernel loader")
+    matrix.new_apis[release] = drift_new_apis(found[1].read, found[1].names, load_audit(patches_dir))
+    for fn in matrix.new_apis[release]:
+        log(f"warning: {api_audit.problem(release.version, fn, patches_dir)}")
 
 
 class ReleaseFiles:

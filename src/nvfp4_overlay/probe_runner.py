@@ -81,8 +81,9 @@ def _read_line(server: subprocess.Popen[str], timeout: float) -> str:
 
 def unpack(wheel: Path, into: Path) -> Path:
     """What the probes import: the wheel's Python and JSON files (0.6.11.post2 reads a workloads.json
-    at import) and its dist-info, not the sources, CUTLASS and cubins under flashinfer/data/ (0.7.4:
-    717 MB unpacked, about 30 MB this way)."""
+    at import), the Jinja templates a JIT spec renders its sources from (mm_fp4's CUTLASS runner,
+    flashinfer/data/csrc/*.jinja) and its dist-info, not the sources, CUTLASS and cubins under
+    flashinfer/data/ (0.7.4: 717 MB unpacked, about 30 MB this way)."""
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(into, [n for n in zf.namelist() if _readable(n)])
     return into
@@ -90,4 +91,5 @@ def unpack(wheel: Path, into: Path) -> Path:
 
 def _readable(name: str) -> bool:
     top = name.split("/", 1)[0]
-    return top.endswith(".dist-info") or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/"))
+    return (top.endswith(".dist-info") or name.endswith(".jinja")
+            or (name.endswith((".py", ".json")) and not name.startswith("flashinfer/data/")))

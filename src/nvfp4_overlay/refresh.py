@@ -18,9 +18,9 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import behaviour, fetch, files, releases, report
+from . import api_audit, behaviour, fetch, files, releases, report
 from .archive import WheelReader
-from .drift import BROKEN, PatchDrift, State, drift_series
+from .drift import BROKEN, PatchDrift, State, drift_series, new_apis
 from .errors import ConfigError, PatchError, Refused
 from .manifest import Target, Upstream, UpstreamWheel, load_upstream
 from .matrix import Cell, Matrix, ReleaseFiles
@@ -191,6 +191,8 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
         log(line)
     today = datetime.now(timezone.utc).date()
     try:
+        # 2b. The release's public API: a new function that reaches a kernel loader needs a person first.
+        _no_new_api(patches_dir, target, wheels[0], matrix, log)
         # 3. The patches regenerated exact against the release, or the refusal with every reason.
         ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
         with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
@@ -234,6 +236,29 @@ def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source,
         refused = Refused(msg, path=dest, item=str(target), expected="the behaviour of upstream",
                           found="; ".join(problems),
                           fix="change the overlay or the series so that upstream's behaviour holds")
+        refused.problems = tuple(problems)
+        raise refused
+
+
+def _no_new_api(patches_dir: Path, target: Target, wheel: ReleaseWheel, matrix: Matrix,
+                log: Callable[[str], None]) -> None:
+    """Refused, before anything is built, when the release has public FlashInfer functions that reach a
+    kernel loader and the serving-API audit does not classify: a port cannot be judged without them."""
+    if target.dist != "flashinfer-python":
+        return
+    log(f"{target}: scanning its public functions that reach a kernel loader")
+    with WheelReader(wheel.path) as reader:
+        found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
+                         api_audit.load_audit(patches_dir))
+    matrix.new_apis[target] = found
+    if found:
+        problems = [api_audit.problem(target.version, fn, patches_dir) for fn in found]
+        msg = ("refresh refused, nothing written: the release adds public API that the serving-API audit does not "
+               "classify (the behaviour checks need it routed or declared out of scope first):\n  " + "\n  ".join(problems))
+        refused = Refused(msg, path=patches_dir / "flashinfer-python" / api_audit.AUDIT, item=str(target),
+                          expected="every public function that reaches a kernel loader classified",
+                          found=", ".join(fn.key for fn in found),
+                          fix="route each (overlay entries.py) or declare it out of scope in the audit, then refresh again")
         refused.problems = tuple(problems)
         raise refused
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from .api_audit import PublicFunction
 from .drift import BROKEN, HunkDrift, PatchDrift, State
 from .manifest import Target
 from .matrix import Cell, Matrix
@@ -99,9 +100,27 @@ def table(matrix: Matrix, width: int | None = None) -> str:
             lines.append("")
         lines += _attention(rows, columns, cells)
     lines += placement_lines(matrix)
+    lines += new_api_lines(matrix)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
     return "\n".join(lines).rstrip()
+
+
+NEW_API = ("new API: public FlashInfer functions that reach a kernel loader and that the serving-API audit "
+           "(patches/flashinfer-python/audit-serving-api.json) does not classify; unrouted, each breaks "
+           "torch.compile(fullgraph=True): route it or declare it out of scope there (a person)")
+
+
+def new_api_lines(matrix: Matrix) -> list[str]:
+    """Per release without a series of its own that adds any: each new public function, its loaders, the calls."""
+    found = {t: fns for t, fns in matrix.new_apis.items() if fns}
+    if not found:
+        return []
+    lines = [NEW_API + ":"]
+    for target, fns in sorted(found.items(), key=lambda kv: (kv[0].dist, Version(kv[0].version))):
+        lines.append(f"{target}: {len(fns)} new")
+        lines += [f"  {f.key}: {', '.join(f.loaders)} (through {' > '.join(f.via[1:-1]) or 'itself'})" for f in fns]
+    return [*lines, ""]
 
 
 def _cell_text(patch: PatchDrift | None) -> str:
@@ -177,6 +196,15 @@ def _numbers(numbers: Sequence[int]) -> str:
 
 
 def _verdict(matrix: Matrix) -> str:
+    text = _patch_verdict(matrix)
+    new = sum(len(fns) for fns in matrix.new_apis.values())
+    if new:
+        releases = ", ".join(str(t) for t, fns in matrix.new_apis.items() if fns)
+        text += f"; {new} new public API function(s) the audit does not classify need a person ({releases})"
+    return text
+
+
+def _patch_verdict(matrix: Matrix) -> str:
     pairs = [p for c in matrix.cells for p in c.patches]
     bad = sum(1 for c in matrix.cells if not c.news for p in c.patches if p.state.needs_person)
     merges = sum(1 for p in pairs if p.state is State.MERGES)
@@ -224,6 +252,12 @@ def markdown(matrix: Matrix) -> str:
                 )
         lines.append("")
     lines += _placement_markdown(matrix)
+    new = new_api_lines(matrix)
+    if new:
+        lines += ["### New API", "", f"_{_md_escape(NEW_API)}._", ""]
+        lines += [f"- `{line.strip().split(':', 1)[0]}`:{_md_escape(line.strip().split(':', 1)[1])}" if line.startswith("  ")
+                  else f"**{_md_escape(line)}**" for line in new[1:-1]]
+        lines.append("")
     wheels = _wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",
@@ -273,8 +307,14 @@ def document(matrix: Matrix) -> dict[str, Any]:
         "merges": sum(1 for c in matrix.cells for p in c.patches if p.state is State.MERGES),
         "wheels": _wheels(matrix),
         "skipped": {str(t): why for t, why in matrix.skipped.items()},
-        "cells": [_cell_json(c) for c in matrix.cells],
+        "new_apis": {str(t): [new_api_json(f) for f in fns] for t, fns in matrix.new_apis.items()},
+        "cells": [{**_cell_json(c), "new_apis": [f.key for f in matrix.new_apis.get(c.release.target, ())]}
+                  for c in matrix.cells],
     }
+
+
+def new_api_json(fn: PublicFunction) -> dict[str, Any]:
+    return {"function": fn.key, "loaders": list(fn.loaders), "via": list(fn.via)}
 
 
 def _wheels(matrix: Matrix) -> list[dict[str, Any]]:

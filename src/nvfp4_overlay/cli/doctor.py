@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .. import doctor
+from .. import api_audit, doctor, installed
+from ..installed import Finding
 from .context import Context
 
 
 def cmd_doctor(ctx: Context) -> int:
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
                                         timeout=ctx.args.trace_timeout)
+    _new_api(document, finding, ctx.patches_dir)
     ctx.emit(document, render(document))
     return finding.exit_code
+
+
+def _new_api(document: dict[str, Any], finding: Finding, patches_dir: Path) -> None:
+    """A FlashInfer release without a series: its public functions that reach a kernel loader and that the
+    serving-API audit does not classify, read from the installed files."""
+    flashinfer = document["distributions"]["flashinfer-python"]
+    if not installed.scans_api(flashinfer):
+        return
+    root = Path(flashinfer["location"])
+    files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in sorted((root / "flashinfer").rglob("*.py"))
+             if api_audit.scanned(str(p.relative_to(root)))}
+    installed.judge_new_apis(flashinfer, api_audit.new_api(files, api_audit.load_audit(patches_dir)), patches_dir, finding)
+    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
+                    problems=finding.integrity + finding.problems, notes=finding.notes)
 
 
 def render(document: dict[str, Any]) -> str:
@@ -42,6 +59,8 @@ def _render_distribution(name: str, dist: dict[str, Any]) -> list[str]:
     lines = [f"{name:<18}{dist['version']}  {state}  [{dist['location']}]"]
     if dist["patched"]:
         lines.append(f"{'':<18}patches: {', '.join(dist['patches']) or 'none'}")
+    if dist.get("new_apis"):
+        lines.append(f"{'':<18}new API the audit does not classify: {', '.join(a['function'] for a in dist['new_apis'])}")
     record = dist["record"]
     changed = len(record["modified"]) + len(record["missing"])
     lines.append(f"{'':<18}files: {record['matching']:,} of {record['files']:,} match RECORD"

@@ -274,27 +274,44 @@ def _u8(*shape: int) -> Callable[[Any], Any]:
     return lambda torch: torch.randint(0, 255, shape, dtype=torch.uint8)
 
 
-def _fp4_gemm(m: int, k: int, n: int, block: int = 16) -> Callable[[Any], tuple[Any, ...]]:
-    """(a, b, a_descale, b_descale, alpha): packed FP4 a (m, k/2), b the column-major (k/2, n) view
+def _fp4_gemm(m: int, k: int, n: int, block: int = 16, alpha: bool = True) -> Callable[[Any], tuple[Any, ...]]:
+    """(a, b, a_descale, b_descale[, alpha]): packed FP4 a (m, k/2), b the column-major (k/2, n) view
     of an (n, k/2) weight, 128x4 scale factors (rows padded to 128), a scalar alpha."""
     def inputs(torch: Any) -> tuple[Any, ...]:
         def pad(rows: int) -> int:
             return (rows + 127) // 128 * 128
 
-        return (_u8(m, k // 2)(torch), _u8(n, k // 2)(torch).t(), _u8(pad(m), k // block)(torch),
-                _u8(pad(n), k // block)(torch).t(), torch.tensor([1.0]))
+        scales = (_u8(m, k // 2)(torch), _u8(n, k // 2)(torch).t(), _u8(pad(m), k // block)(torch),
+                  _u8(pad(n), k // block)(torch).t())
+        return (*scales, torch.tensor([1.0])) if alpha else scales
     return inputs
 
 
+def _fp16_out(m: int, n: int) -> Callable[[Any], Any]:
+    return lambda torch: torch.empty(m, n, dtype=torch.float16)
+
+
 def _mm_fp4(sf_layout: Any) -> list[Row]:
+    gemm = _fp4_gemm(40, 256, 128)
+    fp16 = {"out_dtype": lambda torch: torch.float16, "out": _fp16_out(40, 128)}
     return [
-        Row("cutlass", {"backend": "cutlass"}, _fp4_gemm(40, 256, 128)),
-        Row("cutlass-out-fp16", {"backend": "cutlass", "out_dtype": lambda torch: torch.float16,
-                                 "out": lambda torch: torch.empty(40, 128, dtype=torch.float16)}, _fp4_gemm(40, 256, 128)),
-        Row("cutlass-m1", {"backend": "cutlass"}, _fp4_gemm(1, 256, 128)),
-        Row("cutlass-mxfp4", {"backend": "cutlass", "block_size": 32, "use_nvfp4": False},
+        Row("cutlass", {"backend": "cutlass"}, gemm),
+        Row("cutlass-out-fp16", {"backend": "cutlass", **fp16}, gemm),
+        Row("cutlass-m1-no-alpha", {"backend": "cutlass"}, _fp4_gemm(1, 256, 128, alpha=False)),
+        # the backend heuristic's choice, which mm_fp4 reads back through its module global
+        # (mm_fp4.suitable_auto_backends, set by backend_requirement's wrapper at each call)
+        Row("auto", {}, gemm),
+        Row("auto-out-fp16", fp16, gemm),
+        Row("trtllm", {"backend": "trtllm"}, gemm),  # SM100 only: SM120 refuses
+        Row("trtllm-8x4", {"backend": "trtllm", "use_8x4_sf_layout": True}, gemm),
+        # without cuDNN's frontend installed upstream refuses: so must the compiled call
+        Row("cudnn", {"backend": "cudnn"}, gemm),
+        Row("cutlass-pdl-off", {"backend": "cutlass", "enable_pdl": False}, gemm, since="0.6.5"),
+        Row("cutlass-skip-check", {"backend": "cutlass", "skip_check": True}, gemm),
+        Row("cudnn-mxfp4", {"backend": "cudnn", "block_size": 32, "use_nvfp4": False}, _fp4_gemm(40, 256, 128, block=32)),
+        Row("auto-mxfp4", {"block_size": 32, "use_nvfp4": False}, _fp4_gemm(40, 256, 128, block=32)),
+        Row("cutlass-mxfp4", {"backend": "cutlass", "block_size": 32, "use_nvfp4": False},  # upstream refuses
             _fp4_gemm(40, 256, 128, block=32)),
-        Row("trtllm-8x4", {"backend": "trtllm", "use_8x4_sf_layout": True}, _fp4_gemm(40, 256, 128)),
         Row("k-mismatch", {"backend": "cutlass"},  # upstream refuses: so must the compiled call
             lambda torch: (_u8(40, 128)(torch), _u8(128, 64)(torch).t(), *_fp4_gemm(40, 256, 128)(torch)[2:])),
     ]
@@ -333,15 +350,9 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "mxfp4_quantize": _mxfp4_quantize,
     "rmsnorm_quant": lambda sf_layout: _norm_rows(fused=False),
     "fused_add_rmsnorm_quant": lambda sf_layout: _norm_rows(fused=True),
+    "mm_fp4": _mm_fp4,
     **moe_cases.TABLES,
 }
-# The overlay's PENDING entry points (entries.py): their tables are ready; the ladder calls them once
-# its stubs reach their kernels on a CPU (probes/serving_stubs.py).
-PENDING_TABLES: dict[str, Callable[[Any], list[Row]]] = {
-    "mm_fp4": _mm_fp4,
-}
-_TABLES.update(PENDING_TABLES)
 
 # The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.
-CANDIDATES: tuple[str, ...] = tuple(name for name in _TABLES if name not in PENDING_TABLES)
-PENDING: tuple[str, ...] = tuple(PENDING_TABLES)
+CANDIDATES: tuple[str, ...] = tuple(_TABLES)

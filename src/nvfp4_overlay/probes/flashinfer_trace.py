@@ -38,7 +38,9 @@ import json
 import os
 import re
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -46,6 +48,7 @@ import torch
 
 from nvfp4_overlay.probes import cases as case_table
 from nvfp4_overlay.probes import forking, serving_stubs
+from nvfp4_overlay.probes.toolkit import make_toolkit
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -57,7 +60,11 @@ def main() -> None:
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
     """{tree key: its ladder}, each tree in a child of its own (probes/serve.py calls this too)."""
-    return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
+    out, sys.stdout = sys.stdout, sys.stderr  # what upstream prints (0.6.8.post1's cuDNN handle) is no result
+    try:
+        return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
+    finally:
+        sys.stdout = out
 
 
 class Box:
@@ -103,8 +110,12 @@ def describe(value: Any) -> Any:
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     torch.version.cuda = plan.get("torch_cuda", "12.8")  # a CUDA build of torch, as on the server
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        os.environ.pop(var, None)
+    os.environ.pop("CUDA_PATH", None)
+    # The toolkit both trees find is torch's CUDA release (without one upstream falls back to
+    # /usr/local/cuda, which differs from machine to machine): where a path asks the CUDA release
+    # (mm_fp4's backend heuristic), upstream and the patched tree hear the same, and the ladder holds
+    # routing alone. patch 0001's answers are the CUDA grid's to hold.
+    os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp(prefix="nvfp4-toolkit-")), torch.version.cuda))
     os.environ["FLASHINFER_WORKSPACE_BASE"] = tree.get("workspace") or os.path.join(tree["path"], ".workspace")
     sys.path.insert(0, tree["path"])
     with warnings.catch_warnings(record=True) as caught:  # the overlay says here what it does not route, and why
@@ -250,7 +261,11 @@ def compile_calls(group: list[Call], box: Box, tree: str,
         vals = [a.meta.get("example_value", a.meta.get("val")) if hasattr(a, "meta") else None
                 for a in _flatten(output.args[0])]
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
-        graphs.append({"targets": targets, "fake_outputs": [describe(v) for v in vals]})
+        # each op call's fresh outputs as its fake gave them (a parameter handed back, `out=`, is no
+        # output of the graph: the compiled function returns its input)
+        fresh = [[describe(v) for v in _as_list(n.meta.get("example_value"))] for n in gm.graph.nodes
+                 if n.op == "call_function" and str(n.target).startswith(OP_PREFIX)]
+        graphs.append({"targets": targets, "fake_outputs": [describe(v) for v in vals], "fresh": fresh})
         return gm.forward
 
     def calls(*a: Any) -> list[Any]:
@@ -277,9 +292,15 @@ def compile_calls(group: list[Call], box: Box, tree: str,
     targets = graphs[0]["targets"] if graphs else []
     out: dict[tuple[str, str], dict[str, Any]] = {}
     launches, fakes = list(box.launches), graphs[0]["fake_outputs"] if graphs else []
-    for (name, case_id), result, (args, kwargs) in zip(ids, results, inputs):
+    # one op call per case: each case's fresh outputs are its own op's; else the graph's outputs in order
+    fresh = graphs[0]["fresh"] if graphs and len(graphs[0]["fresh"]) == len(ids) else None
+    for i, ((name, case_id), result, (args, kwargs)) in enumerate(zip(ids, results, inputs)):
         mine = len(eager[name, case_id].get("launches", []))
-        handed_back, fakes = _fake_outputs(result, [*args, *kwargs.values()], fakes)
+        given = [*args, *kwargs.values()]
+        if fresh is None:
+            handed_back, fakes = _fake_outputs(result, given, fakes)
+        else:
+            handed_back = _as_seen(result, given, fresh[i])
         op = f"{OP_PREFIX}{name}.default"
         out[name, case_id] = {
             "outputs": describe(result), "launches": launches[:mine], "trace_events": list(box.events),
@@ -287,9 +308,15 @@ def compile_calls(group: list[Call], box: Box, tree: str,
             "op_calls": targets.count(op), "calls": sum(n == name for n, _ in ids),
             "tactics": list(box.tactics)}  # the group's AutoTuner choices: [op, while tracing?]
         launches = launches[mine:]
+    if fresh is None and fakes:  # graph outputs no result tensor took (a fake that allocates where upstream hands back)
+        out[ids[-1]]["fake_outputs"] = out[ids[-1]]["fake_outputs"] + fakes
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [] if value is None else [value]
 
 
 def _kwarg_values(spans: list[tuple[Any, int, int, dict[str, Any]]]) -> list[Any]:
@@ -311,6 +338,15 @@ def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list
             seen.append(fakes[0] if fakes else None)
             fakes = fakes[1:]
     return seen, fakes
+
+
+def _as_seen(result: Any, given: list[Any], fresh: list[Any]) -> list[Any]:
+    """One case's result tensors as the trace saw them, from its own op call's fresh outputs: a tensor
+    handed back from the case's inputs (``out=``) as that input, the others as the fake made them, in
+    order; fresh outputs left over (a fake that allocates where upstream hands a parameter back) after."""
+    left = iter(fresh)
+    seen = [describe(t) if any(t is g for g in given) else next(left, ["missing"]) for t in _flatten_tensors(result)]
+    return seen + list(left)
 
 
 def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:

@@ -21,12 +21,17 @@ server with a warm cache sees it, so that everything above the kernel is the whe
 - ``torch.cuda.device`` switches nothing (the tensors are the CPU's), where a CPU build refuses;
 - CUTLASS kernel generation (the JIT build's sources) does nothing, as the build itself.
 
+- the cuDNN frontend (probes/cudnn_stub.py) records a graph's execution as a launch, and the CuTe
+  DSL (probes/cute_dsl_stub.py) compiles FlashInfer's CuTe kernels to recording ones: both are
+  flashinfer-python's declared dependencies, which a CPU machine does not have.
+
 install(box) applies them all after flashinfer_trace's own stubs; box.launches gets the kernel
 calls, box.tactics the tactic choices, box.loader_setups the libraries handed to the cubin loader.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -34,6 +39,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from nvfp4_overlay.probes import cudnn_stub, cute_dsl_stub
 
 # A checksum list for any artifact directory names every header the release's JIT specs ask
 # get_meta_hash for (the kernel-list header, the batched-GEMM export headers): their names are the
@@ -65,6 +72,11 @@ class Answer:
 
     def __bool__(self) -> bool:
         return True
+
+
+def kernel_of(box: Any, name: str) -> Any:
+    """A kernel function that records its call into box.launches and answers (Answer)."""
+    return _kernel(box, name)
 
 
 def _kernel(box: Any, name: str) -> Any:
@@ -107,10 +119,17 @@ def install(box: Any) -> None:
     # would for a GPU tensor, so that upstream's trace goes on to where a server's would stop.
     torch.cuda.device = _NoDeviceSwitch
     _device_switch_for_dynamo()
+    # 0.7.x's stream-keyed scratch buffers (utils._get_stream_cache_buf, mm_fp4's workspace) come from
+    # a CUDA memory pool on the stream's device; a CPU build of torch has neither: plain allocations.
+    torch.cuda.MemPool = lambda *args, **kwargs: object()
+    torch.cuda.use_mem_pool = lambda *args, **kwargs: contextlib.nullcontext()
+    torch.cuda.is_current_stream_capturing = lambda: False  # 0.7.4's cuDNN path asks; nothing captures here
     _answering_kernels(box)
     _no_kernel_generation()
     _warm_cubin_cache(box)
     _recording_tuner(box)
+    cudnn_stub.install(box)  # mm_fp4's cudnn and auto backends: the cuDNN frontend, recording
+    cute_dsl_stub.install(box)  # the CuTe DSL: FlashInfer's CuTe kernels compile to recording ones
 
 
 class _NoDeviceSwitch:

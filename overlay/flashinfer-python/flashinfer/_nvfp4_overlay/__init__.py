@@ -2,7 +2,10 @@
 
 - cuda.py: get_cuda_path, get_cuda_version and is_cuda_version_at_least without a process,
   in place of jit/cpp_ext.py's (patch 0001); cuda_sites.py lists the run-time call sites (torch's CUDA).
-- fp4.py: the public FP4 entry points as opaque custom ops while dynamo traces (patch 0002).
+- opaque.py: route(), the decorator patch 0002 puts on each public entry point: while dynamo
+  traces, a call becomes one torch.library custom op whose schema is the release's signature;
+  entries.py says which entry points, what each returns and which values stay upstream's path;
+  fakes.py holds what each op allocates.
 
 The modules adapt to the release they land in by what they read there (signatures, where a
 function lives), so no release carries a copy of its own. This package imports nothing of

@@ -334,12 +334,6 @@ ENTRIES: Dict[str, Entry] = {
         inert=frozenset({"out", "input", "residual", "weight", "scale", "eps", "enable_pdl"}),
         mutates=frozenset({"out", "residual"}),
     ),
-}
-
-# Written and compiled to one op each, but not routed yet: the trace ladder cannot hold their fakes
-# to upstream's wrapper until its stubs reach their kernels on a CPU (the GEMM runners' CUDA stream).
-# route() never reads this table.
-PENDING: Dict[str, Entry] = {
     # The GEMM: `out` when the caller passes it (written in place and handed back), else a fresh
     # (m, n) tensor of out_dtype. backend_requirement's checks, the backend heuristic, the runners
     # and the AutoTuner's tactic all run when the graph executes.
@@ -354,3 +348,4 @@ PENDING: Dict[str, Entry] = {
         live_attributes=True,
     ),
 }
+

@@ -96,22 +96,23 @@ class _Plan:
         return _Live(routed, fn) if self.entry.live_attributes else routed
 
 
-class _Live:
+class _Live(functools.partial):  # type: ignore[type-arg]
     """The routed function as an object whose attributes are upstream's wrapper's, live.
 
     backend_requirement sets ``suitable_auto_backends`` on its wrapper at each call, and mm_fp4's
     body reads it back through the module global, which is now this object: a copy made at import
-    (functools.wraps) would be stale.
+    (functools.wraps) would be stale. A partial of the routed function with nothing bound, so that
+    a call costs no Python frame of its own (a class with ``__call__`` costs an eager caller about
+    1 us more); dynamo traces a partial as the function it holds.
     """
 
-    def __init__(self, routed: Callable[..., Any], upstream: Callable[..., Any]) -> None:
+    def __new__(cls, routed: Callable[..., Any], upstream: Callable[..., Any]) -> "_Live":
+        self = super().__new__(cls, routed)
         # Nothing of the wrapper's own attributes is copied: they are read from it when asked for.
-        self.__dict__.update(_routed=routed, __wrapped__=upstream, __name__=routed.__name__,
-                             __qualname__=routed.__qualname__, __doc__=routed.__doc__, __module__=routed.__module__,
+        self.__dict__.update(__wrapped__=upstream, __name__=routed.__name__, __qualname__=routed.__qualname__,
+                             __doc__=routed.__doc__, __module__=routed.__module__,
                              __nvfp4_overlay_op__=routed.__nvfp4_overlay_op__)  # type: ignore[attr-defined]
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.__dict__["_routed"](*args, **kwargs)
+        return self
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.__dict__["__wrapped__"], name)
