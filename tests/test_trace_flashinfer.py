@@ -42,7 +42,10 @@ LOADERS = {"mxfp8_quantize": "get_mxfp8_quantization_sm100_module", "rmsnorm_qua
            "cutlass_fused_moe": "get_cutlass_fused_moe_module",
            # the CUTLASS runner's JIT module (0.6.x); from 0.7.0 the workspace, keyed by the current
            # CUDA stream, before it
-           "mm_fp4": ("get_cutlass_fp4_gemm_module", "_get_stream_cache_buf")}
+           "mm_fp4": ("get_cutlass_fp4_gemm_module", "_get_stream_cache_buf"),
+           # CuTe DSL only: its driver, before any compile (on the CPU probe at the driver's checks of
+           # the input, which dynamo cannot decide; on a GPU at the kernel's compile and launch)
+           "silu_and_mul_nvfp4_quantize": "silu_and_mul_nvfp4_quantize_cute_dsl"}
 
 
 @pytest.fixture
