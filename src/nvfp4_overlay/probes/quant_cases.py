@@ -34,8 +34,12 @@ def _column_major(*shape: int) -> Callable[[Any], tuple[Any, ...]]:
     return lambda torch: (_x(*shape)(torch).t(), torch.tensor([2.0]))
 
 
-# SGLang's per-token scale: 1 / (448 * 6), a (1,) float32 tensor
+# SGLang's per-token scale: 1 / (448 * 6), a (1,) float32 tensor (0.5.16 on), a host float before
 _PER_TOKEN = _with_scale(40, 256, scale=1.0 / (448.0 * 6.0))
+
+
+def _per_token_float(torch: Any) -> tuple[Any, ...]:
+    return _x(40, 256)(torch), 1.0 / (448.0 * 6.0)
 
 
 def _idx(torch: Any) -> Any:
@@ -71,6 +75,9 @@ def _cute_dsl_rows(sf_layout: Any) -> list[Row]:
         _row("cute-dsl-3d-k224", cute, _with_scale(2, 40, 224), since="0.6.8"),  # m flattened
         _row("cute-dsl-colmajor", cute, _column_major(256, 40), since="0.6.8"),  # made contiguous
         _row("cute-dsl-sf32", {**cute, "sf_vec_size": 32}, _with_scale(40, 256), since="0.6.8"),  # refused
+        # a host float: the CuTe-DSL kernel takes it from 0.6.17 (before, a_global_sf.cuda() refuses it)
+        _row("cute-dsl-float", cute, lambda torch: (_x(40, 256)(torch), 2.0), since="0.6.8"),
+        _row("cuda-float", {}, lambda torch: (_x(40, 256)(torch), 2.0)),  # upstream refuses (.cuda() of a float)
     ]
 
 
@@ -83,6 +90,10 @@ def _per_token_rows(sf_layout: Any) -> list[Row]:
         _row("per-token-cute-dsl-8x4-k224", {**cute, "sfLayout": sf_layout.layout_8x4},
              _with_scale(200, 224, scale=1.0 / 2688.0), since="0.6.11"),
         _row("per-token-cuda", token, _PER_TOKEN, since="0.6.11"),
+        # SGLang 0.5.13-0.5.15's call: a host float, the linear layout, the cuda backend
+        _row("per-token-float-linear", {**token, "sfLayout": sf_layout.layout_linear}, _per_token_float,
+             since="0.6.11"),
+        _row("per-token-cute-dsl-float", cute, _per_token_float, since="0.6.11"),
         _row("per-token-cuda-linear", {**token, "backend": "cuda", "sfLayout": sf_layout.layout_linear},
              _PER_TOKEN, since="0.6.11"),
         _row("per-token-cuda-8x4-idx", {**token, "sfLayout": sf_layout.layout_8x4,

@@ -194,6 +194,36 @@ TENSOR_LIST_OR_NONE = Codec("Tensor[]?", lambda upstream, value: value, lambda u
                             lambda upstream, value: value is None or _is_tensor_list(value))
 
 
+# nvfp4_quantize's a_global_sf: a tensor, or a host float (per token; the CuTe-DSL kernel from
+# 0.6.17), which travels as a 0-dim float64 CPU tensor and comes back as the float; the op reads it
+# on the host when it runs. A caller's own 0-dim float64 CPU tensor takes upstream's path (it would
+# come back a float).
+def _scale_code(upstream: Mapping[str, Any], value: Any) -> Any:
+    import torch
+
+    return torch.tensor(value, dtype=torch.float64) if isinstance(value, float) else value
+
+
+def _scale(upstream: Mapping[str, Any], code: Any) -> Any:
+    return float(code.item()) if _is_float_code(code) else code
+
+
+def _is_float_code(value: Any) -> bool:
+    import torch
+
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.float64
+            and value.device.type == "cpu")
+
+
+def _is_scale(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, float) or isinstance(value, torch.Tensor) and not _is_float_code(value)
+
+
+TENSOR_OR_FLOAT = Codec("Tensor", _scale_code, _scale, lambda upstream, value: _is_scale(value))
+
+
 # A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
 NONE_ONLY = Codec("int?", lambda upstream, value: None, lambda upstream, code: None,
                   lambda upstream, value: value is None)
@@ -239,9 +269,9 @@ ENTRIES: Dict[str, Entry] = {
     # The cuda kernel and, from 0.6.8, the CuTe-DSL one (0.6.11 on also per token, 0.6.13 on per
     # token with CuTe DSL): (fp4, scales), and per token a third tensor, the per-token scales. The
     # cuda per-token path reads the scale on the host (a_global_sf.item()): inside the op that runs
-    # when the graph runs, not while dynamo traces. Upstream's path: do_shuffle=True (weight
-    # preparation: a row gather and block_scale_interleave), a host float a_global_sf (the schema
-    # holds a Tensor), 0.7.1's backend="cake" and batch_invariant=True (other programs), and the
+    # when the graph runs, not while dynamo traces; a host float scale travels as a tensor
+    # (TENSOR_OR_FLOAT). Upstream's path: do_shuffle=True (weight preparation: a row gather and
+    # block_scale_interleave), 0.7.1's backend="cake" and batch_invariant=True (other programs), and the
     # CuTe-DSL 8x4 layout of 1024 rows or more before 0.7.4 (its TMA kernel, chosen by an
     # environment variable, pads the rows to 16 there).
     "nvfp4_quantize": Entry(
@@ -251,8 +281,8 @@ ENTRIES: Dict[str, Entry] = {
         inert=frozenset({"a_global_sf", "enable_pdl", "out_scale", "nvfp4_4over6"}),
         since={"backend": "0.6.8", "per_token_activation": "0.6.11", "expanded_idx_to_permuted_idx": "0.6.11"},
         routes={**_CUDA, "backend": frozenset({"cuda", "auto", "cute-dsl"}), "do_shuffle": frozenset({False})},
-        codecs={"sfLayout": SF_LAYOUT, "nvfp4_4over6": NVFP4_4OVER6},
-        types={"a": "Tensor", "a_global_sf": "Tensor", "do_shuffle": "bool", "sf_vec_size": "int",
+        codecs={"sfLayout": SF_LAYOUT, "nvfp4_4over6": NVFP4_4OVER6, "a_global_sf": TENSOR_OR_FLOAT},
+        types={"a": "Tensor", "do_shuffle": "bool", "sf_vec_size": "int",
                "enable_pdl": "bool?"},
         when=lambda values: not _cute_dsl_tma_rows(values),
     ),

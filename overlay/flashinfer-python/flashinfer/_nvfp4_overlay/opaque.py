@@ -215,7 +215,9 @@ def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema
         return entry.result_for(given).fresh(given, fn(**given))
 
     def fake(*values: Any) -> Any:
-        given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
+        # Only what the fake reads is decoded: a codec may read a value (a host scale's .item())
+        # that a fake tensor does not hold.
+        given = {n: decode[n](v) if n in decode and n in reads else v for n, v in zip(names, values)}
         return entry.result_for(given).fresh(given, entry.fake(**{n: given[n] for n in reads if n in given}))
 
     op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real,
