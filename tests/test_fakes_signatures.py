@@ -111,3 +111,27 @@ def test_no_fake_swallows_keywords() -> None:
     tree = ast.parse(text)
     assert not [f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.args.kwarg], text[:0]
     assert (ROOT / "src").is_dir()
+
+
+def test_a_host_float_scale_travels_as_a_tensor_and_comes_back_a_float(overlay: Any) -> None:
+    """nvfp4_quantize's a_global_sf: a float reaches upstream as the float (SGLang 0.5.13-0.5.15 pass
+    one per token); a caller's own 0-dim float64 CPU tensor, which would come back a float, is refused."""
+    import torch
+
+    entries = sys.modules["fi_overlay_under_test._nvfp4_overlay.entries"]
+    codec = entries.ENTRIES["nvfp4_quantize"].codecs["a_global_sf"]
+    code = codec.encode({}, 1.0 / 2688.0)
+    assert isinstance(code, torch.Tensor) and codec.accepts({}, 1.0 / 2688.0)
+    back = codec.decode({}, code)
+    assert type(back) is float and back == 1.0 / 2688.0
+    scale = torch.tensor([2.0])
+    assert codec.accepts({}, scale) and codec.decode({}, codec.encode({}, scale)) is scale
+    assert not codec.accepts({}, torch.tensor(2.0, dtype=torch.float64))
+    assert not codec.accepts({}, 2)  # an int takes upstream's path
+
+
+def test_per_token_returns_three_tensors(overlay: Any) -> None:
+    entry = overlay.ENTRIES["nvfp4_quantize"]
+    assert entry.result_for({"per_token_activation": True}).slots == ("Tensor", "Tensor", "Tensor")
+    assert entry.result_for({"per_token_activation": False}).slots == ("Tensor", "Tensor")
+    assert entry.result_for({}).slots == ("Tensor", "Tensor")  # before 0.6.11: no such parameter

@@ -114,8 +114,8 @@ def test_an_absent_region_must_be_absent_in_the_runs() -> None:
 def test_the_overlays_entries_read_without_torch() -> None:
     routes = sglang_audit.read_routes(OVERLAY / "flashinfer-python")
     assert routes is not None and "fp4_quantize" in routes and "nvfp4_quantize" in routes
-    assert routes["nvfp4_quantize"]["per_token_activation"] == [False]
-    assert "cute-dsl" not in routes["nvfp4_quantize"]["backend"]
+    assert routes["nvfp4_quantize"]["per_token_activation"] == [False, True]
+    assert "cute-dsl" in routes["nvfp4_quantize"]["backend"] and "cake" not in routes["nvfp4_quantize"]["backend"]
 
 
 def test_an_upstream_tree_has_no_routes(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from packaging.version import Version
 
-from nvfp4_overlay.probes import moe_cases
+from nvfp4_overlay.probes import moe_cases, quant_cases
 
 Make = Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]
 
@@ -158,10 +158,6 @@ def _with_scale(*shape: int) -> Callable[[Any], tuple[Any, ...]]:
     return lambda torch: (_x(*shape)(torch), torch.tensor([2.0]))
 
 
-def _column_major(*shape: int) -> Callable[[Any], tuple[Any, ...]]:
-    return lambda torch: (_x(*shape)(torch).t(), torch.tensor([2.0]))
-
-
 def _fp4_quantize(sf_layout: Any) -> list[Row]:
     rows = []
     for case_id, kwargs, column_major in FP4_LAYOUTS + FP4_ODD_K:
@@ -177,25 +173,6 @@ def _fp4_quantize(sf_layout: Any) -> list[Row]:
         else:
             rows.append(Row(case_id, kwargs, inputs))
     return rows
-
-
-def _nvfp4_quantize(sf_layout: Any) -> list[Row]:
-    # 0.6.1-0.6.6: layout_linear gives the 128x4 layout (upstream's, reproduced by the fake)
-    return [
-        Row("swizzled128", {}, _with_scale(40, 256)),
-        Row("swizzled8x4", {"sfLayout": sf_layout.layout_8x4}, _with_scale(40, 256)),
-        Row("linear", {"sfLayout": sf_layout.layout_linear}, _with_scale(40, 256)),
-        Row("sf32-pdl", {"sf_vec_size": 32, "enable_pdl": True}, _with_scale(40, 256)),
-        Row("colmajor-8x4", {"sfLayout": sf_layout.layout_8x4}, _column_major(40, 256)),
-        Row("k224-linear", {"sfLayout": sf_layout.layout_linear}, _with_scale(40, 224)),
-        Row("positional-8x4", {}, lambda torch: (*_with_scale(40, 256)(torch), sf_layout.layout_8x4, False, 16)),
-        Row("backend-cuda", {"backend": "cuda"}, _with_scale(40, 256), since="0.6.8"),
-        Row("4over6-off", {"nvfp4_4over6": None}, _with_scale(40, 256), since="0.7.1"),
-        # upstream refuses these without per_token_activation: the compiled call must refuse them too
-        Row("expanded-idx", {"expanded_idx_to_permuted_idx": lambda torch: torch.arange(40, dtype=torch.int32)},
-            _with_scale(40, 256), since="0.6.11"),
-        Row("out-scale", {"out_scale": lambda torch: torch.tensor([1.0])}, _with_scale(40, 256), since="0.7.1"),
-    ]
 
 
 def _mxfp4_quantize(sf_layout: Any) -> list[Row]:
@@ -341,7 +318,7 @@ def _norm_rows(fused: bool) -> list[Row]:
 
 _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "fp4_quantize": _fp4_quantize,
-    "nvfp4_quantize": _nvfp4_quantize,
+    "nvfp4_quantize": quant_cases.TABLES["nvfp4_quantize"],
     "nvfp4_batched_quantize": _nvfp4_batched_quantize,
     "scaled_fp4_grouped_quantize": _scaled_fp4_grouped_quantize,
     "silu_and_mul_scaled_nvfp4_experts_quantize": _silu_and_mul_scaled_nvfp4_experts_quantize,
@@ -352,6 +329,7 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "fused_add_rmsnorm_quant": lambda sf_layout: _norm_rows(fused=True),
     "mm_fp4": _mm_fp4,
     **moe_cases.TABLES,
+    "silu_and_mul_nvfp4_quantize": quant_cases.TABLES["silu_and_mul_nvfp4_quantize"],
 }
 
 # The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.

@@ -37,6 +37,7 @@ import os
 import re
 import sys
 import tempfile
+import types
 from pathlib import Path
 from typing import Any
 
@@ -124,12 +125,28 @@ def install(box: Any) -> None:
     torch.cuda.MemPool = lambda *args, **kwargs: object()
     torch.cuda.use_mem_pool = lambda *args, **kwargs: contextlib.nullcontext()
     torch.cuda.is_current_stream_capturing = lambda: False  # 0.7.4's cuDNN path asks; nothing captures here
+    # The CuTe-DSL quantizers assert `input.is_cuda` after their `a.cuda()`, which flashinfer_trace
+    # makes an identity: a tensor is where a GPU tensor would be (a meta tensor, mxfp8_quantize's
+    # device branch, is told by its device, not by this).
+    torch.Tensor.is_cuda = property(lambda self: self.device.type != "meta")
+    # ... and size their grids by the GPU's SM count (utils.get_device_sm_count): the faked GPU's.
+    torch.cuda.get_device_properties = _device_properties
     _answering_kernels(box)
     _no_kernel_generation()
     _warm_cubin_cache(box)
     _recording_tuner(box)
     cudnn_stub.install(box)  # mm_fp4's cudnn and auto backends: the cuDNN frontend, recording
     cute_dsl_stub.install(box)  # the CuTe DSL: FlashInfer's CuTe kernels compile to recording ones
+
+
+def _device_properties(device: Any = None) -> Any:
+    """The faked GPU's properties: its compute capability, as the probe fakes it, and its SM count
+    (an RTX PRO 6000 Blackwell's 188 on SM120, a B200's 148 on SM100)."""
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return types.SimpleNamespace(major=major, minor=minor, multi_processor_count=188 if major == 12 else 148,
+                                 name=f"faked SM{major}{minor}", warp_size=32)
 
 
 class _NoDeviceSwitch:

@@ -5,6 +5,8 @@ and their schema types come from the release's own signature; only these stay de
 
 - returns: what upstream returns (Result): "(Tensor, Tensor)", "[output]" (a list holding the
   parameter ``output`` when the caller passed one, else a fresh tensor), "out", "()" (nothing);
+  variants: parameter -> value -> what upstream returns instead when the call passes that value
+  (nvfp4_quantize's per_token_activation=True adds the per-token scales);
 - fake: the function of fakes.py that returns what upstream's wrapper returns; it names the
   parameters it reads, and only those;
 - inert: the parameters the fake does not read because they do not shape the outputs (a scale,
@@ -99,6 +101,7 @@ class Entry:
     types: Mapping[str, str] = field(default_factory=dict)
     hidden: Mapping[str, Tuple[str, Any]] = field(default_factory=dict)
     when: Optional[Callable[[Mapping[str, Any]], bool]] = None
+    variants: Mapping[str, Mapping[Any, str]] = field(default_factory=dict)
     # upstream's decorator sets attributes on its wrapper at call time that the function's body
     # reads back through its module global (backend_requirement's suitable_auto_backends, mm_fp4)
     live_attributes: bool = False
@@ -106,6 +109,13 @@ class Entry:
     @property
     def result(self) -> Result:
         return Result(self.returns)
+
+    def result_for(self, values: Mapping[str, Any]) -> Result:
+        """What upstream returns for a call with these values (a variant's, else ``returns``)."""
+        for name, by_value in self.variants.items():
+            if name in values and values[name] in by_value:
+                return Result(by_value[values[name]])
+        return self.result
 
 
 def _4over6_code(upstream: Mapping[str, Any], value: Any) -> int:
@@ -184,6 +194,36 @@ TENSOR_LIST_OR_NONE = Codec("Tensor[]?", lambda upstream, value: value, lambda u
                             lambda upstream, value: value is None or _is_tensor_list(value))
 
 
+# nvfp4_quantize's a_global_sf: a tensor, or a host float (per token; the CuTe-DSL kernel from
+# 0.6.17), which travels as a 0-dim float64 CPU tensor and comes back as the float; the op reads it
+# on the host when it runs. A caller's own 0-dim float64 CPU tensor takes upstream's path (it would
+# come back a float).
+def _scale_code(upstream: Mapping[str, Any], value: Any) -> Any:
+    import torch
+
+    return torch.tensor(value, dtype=torch.float64) if isinstance(value, float) else value
+
+
+def _scale(upstream: Mapping[str, Any], code: Any) -> Any:
+    return float(code.item()) if _is_float_code(code) else code
+
+
+def _is_float_code(value: Any) -> bool:
+    import torch
+
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.float64
+            and value.device.type == "cpu")
+
+
+def _is_scale(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, float) or isinstance(value, torch.Tensor) and not _is_float_code(value)
+
+
+TENSOR_OR_FLOAT = Codec("Tensor", _scale_code, _scale, lambda upstream, value: _is_scale(value))
+
+
 # A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
 NONE_ONLY = Codec("int?", lambda upstream, value: None, lambda upstream, code: None,
                   lambda upstream, value: value is None)
@@ -209,6 +249,15 @@ _TRTLLM_MOE_INERT = frozenset({
     "valid_intermediate_size", "hidden_states_scale_layout", "gemm1_lora_delta", "nvfp4_4over6",
 })
 
+def _cute_dsl_tma_rows(values: Mapping[str, Any]) -> bool:
+    """nvfp4_quantize's CuTe-DSL 8x4 path of 1024 rows or more before 0.7.4 (not per token): the TMA
+    kernel may take it (FLASHINFER_NVFP4_QUANTIZE_USE_TMA, SM107), whose scale rows pad to 16."""
+    if values.get("backend") != "cute-dsl" or values.get("per_token_activation") or fakes.RELEASE_074:
+        return False
+    a, layout = values["a"], values["sfLayout"]
+    return getattr(layout, "name", None) == "layout_8x4" and a.numel() // a.shape[-1] >= 1024
+
+
 ENTRIES: Dict[str, Entry] = {
     "fp4_quantize": Entry(
         returns="(Tensor, Tensor)",
@@ -217,16 +266,33 @@ ENTRIES: Dict[str, Entry] = {
         routes=_CUDA,
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
     ),
-    # per_token_activation (three outputs, a host read of the scale) and do_shuffle (weight
-    # preparation: a row gather and block_scale_interleave) stay upstream's.
+    # The cuda kernel and, from 0.6.8, the CuTe-DSL one (0.6.11 on also per token, 0.6.13 on per
+    # token with CuTe DSL): (fp4, scales), and per token a third tensor, the per-token scales. The
+    # cuda per-token path reads the scale on the host (a_global_sf.item()): inside the op that runs
+    # when the graph runs, not while dynamo traces; a host float scale travels as a tensor
+    # (TENSOR_OR_FLOAT). Upstream's path: do_shuffle=True (weight preparation: a row gather and
+    # block_scale_interleave), 0.7.1's backend="cake" and batch_invariant=True (other programs), and the
+    # CuTe-DSL 8x4 layout of 1024 rows or more before 0.7.4 (its TMA kernel, chosen by an
+    # environment variable, pads the rows to 16 there).
     "nvfp4_quantize": Entry(
         returns="(Tensor, Tensor)",
+        variants={"per_token_activation": {True: "(Tensor, Tensor, Tensor)"}},
         fake=fakes.nvfp4_quantize,
-        inert=frozenset({"a_global_sf", "enable_pdl", "expanded_idx_to_permuted_idx", "out_scale", "nvfp4_4over6"}),
-        routes={**_CUDA, "do_shuffle": frozenset({False}), "per_token_activation": frozenset({False})},
-        codecs={"sfLayout": SF_LAYOUT, "nvfp4_4over6": NVFP4_4OVER6},
-        types={"a": "Tensor", "a_global_sf": "Tensor", "do_shuffle": "bool", "sf_vec_size": "int",
+        inert=frozenset({"a_global_sf", "enable_pdl", "out_scale", "nvfp4_4over6"}),
+        since={"backend": "0.6.8", "per_token_activation": "0.6.11", "expanded_idx_to_permuted_idx": "0.6.11"},
+        routes={**_CUDA, "backend": frozenset({"cuda", "auto", "cute-dsl"}), "do_shuffle": frozenset({False}),
+                "per_token_activation": frozenset({False, True})},
+        codecs={"sfLayout": SF_LAYOUT, "nvfp4_4over6": NVFP4_4OVER6, "a_global_sf": TENSOR_OR_FLOAT},
+        types={"a": "Tensor", "do_shuffle": "bool", "sf_vec_size": "int",
                "enable_pdl": "bool?"},
+        when=lambda values: not _cute_dsl_tma_rows(values),
+    ),
+    # CuTe DSL only (0.6.16 on): the SwiGLU of (..., 2k) then NVFP4, (fp4 (m, k/2), scales).
+    "silu_and_mul_nvfp4_quantize": Entry(
+        returns="(Tensor, Tensor)",
+        fake=fakes.silu_and_mul_nvfp4_quantize,
+        inert=frozenset({"global_scale", "enable_pdl", "nvfp4_4over6"}),
+        codecs={"nvfp4_4over6": NVFP4_4OVER6},
     ),
     "nvfp4_batched_quantize": Entry(
         returns="(Tensor, Tensor)",

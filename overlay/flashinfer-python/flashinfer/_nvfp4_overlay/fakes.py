@@ -28,6 +28,11 @@ _SF_COLS_PADDED = RELEASE >= Version("0.6.8")
 # Up to 0.6.6, nvfp4_quantize asks fp4_quantize for the swizzled layout whatever sfLayout says
 # (layout_linear gives 128x4); from 0.6.7 on, layout_linear is linear.
 _NVFP4_LINEAR_HONOURED = RELEASE >= Version("0.6.7")
+# nvfp4_quantize(per_token_activation=True) refuses every backend but cuda up to 0.6.12; from
+# 0.6.13 on the CuTe-DSL kernel takes it too.
+_PER_TOKEN_CUTE_DSL = RELEASE >= Version("0.6.13")
+# From 0.7.4 on, nvfp4_quantize_cute_dsl's TMA kernel pads the 8x4 layout's rows to 8 as the other does.
+RELEASE_074 = RELEASE >= Version("0.7.4")
 
 
 def _round_up(x: int, y: int) -> int:
@@ -72,12 +77,62 @@ def nvfp4_quantize(
     a: torch.Tensor,
     sfLayout: Any = None,  # noqa: N803 - upstream's name
     sf_vec_size: int = 16,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    # Routed without do_shuffle and per_token_activation: upstream's call of fp4_quantize(a.cuda(), ...).
+    backend: str = "cuda",
+    per_token_activation: bool = False,
+    expanded_idx_to_permuted_idx: Any = None,
+) -> Tuple[torch.Tensor, ...]:
+    # Routed without do_shuffle. backend from 0.6.8, per_token_activation from 0.6.11.
     layout = _layout(sfLayout, "layout_128x4")
+    if per_token_activation:
+        # (fp4 (m, k/2) uint8, scales (rows, cols) uint8, per-token scales (m,) float32) from either
+        # backend: nvfp4_quant_and_per_token_scale_sm100 (cuda) and nvfp4_quantize_per_token_cute_dsl
+        # allocate alike. Upstream's refusals before either kernel, in its order.
+        if sf_vec_size != 16:
+            raise ValueError("Per-token NVFP4 quantization only supports sf_vec_size=16")
+        if backend != "cuda" and not _PER_TOKEN_CUTE_DSL:
+            raise ValueError("Per-token NVFP4 quantization only supports backend='cuda'")
+        if backend == "cute-dsl" and expanded_idx_to_permuted_idx is not None:
+            raise ValueError("CuTe-DSL per-token NVFP4 quantization does not support expanded_idx_to_permuted_idx")
+        m, k = a.shape
+        x_q, sf = _cute_dsl_outputs(a.cuda(), m, k, layout)
+        return x_q, sf, x_q.new_empty((m,), dtype=torch.float32)
+    if backend == "cute-dsl":
+        if sf_vec_size != 16:
+            raise ValueError(f"CuTe-DSL backend only supports sf_vec_size=16, got {sf_vec_size}")
+        # nvfp4_quantize_cute_dsl flattens the leading dimensions into m
+        k = a.shape[-1]
+        return _cute_dsl_outputs(a.cuda(), a.numel() // k, k, layout)
+    # backend "cuda": upstream's call of fp4_quantize(a.cuda(), ...).
     swizzled = layout != "layout_linear" or not _NVFP4_LINEAR_HONOURED
     return fp4_quantize(a.cuda(), sf_vec_size=sf_vec_size, is_sf_swizzled_layout=swizzled,
                         is_sf_8x4_layout=layout == "layout_8x4")
+
+
+def _cute_dsl_outputs(input: torch.Tensor, m: int, k: int, layout: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    """The CuTe-DSL quantizers' buffers (and the cuda per-token op's): fp4 (m, k // 2) uint8 and the
+    scale factors (rows, cols) uint8, rows padded to 128 or 8 and cols to 4 unless linear; contiguous."""
+    cols = k // 16 if layout == "layout_linear" else _round_up(k // 16, 4)
+    rows = m if layout == "layout_linear" else _round_up(m, 8 if layout == "layout_8x4" else 128)
+    x_q = input.new_empty((m, k // 2), dtype=torch.uint8)
+    return x_q, input.new_empty((rows * cols,), dtype=torch.uint8).reshape(-1, cols)
+
+
+def silu_and_mul_nvfp4_quantize(
+    input: torch.Tensor,
+    sf_vec_size: int = 16,
+    is_sf_swizzled_layout: bool = True,
+    is_sf_8x4_layout: bool = False,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    # CuTe DSL only (0.6.16 on): input (..., 2 * k), gate then up; upstream's refusals first.
+    if sf_vec_size != 16:
+        raise NotImplementedError("sf_vec_size can only be 16 for silu_and_mul_nvfp4_quantize")
+    assert input.is_contiguous(), "input must be row-major contiguous"
+    assert input.shape[-1] % 2 == 0, "the last dimension must be even (gate and up concatenated)"
+    k = input.shape[-1] // 2
+    assert k % sf_vec_size == 0
+    layout = ("layout_linear" if not is_sf_swizzled_layout else "layout_8x4" if is_sf_8x4_layout
+              else "layout_128x4")
+    return _cute_dsl_outputs(input, input.numel() // input.shape[-1], k, layout)
 
 
 def mxfp4_quantize(

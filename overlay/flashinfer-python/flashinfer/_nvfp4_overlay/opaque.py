@@ -75,7 +75,7 @@ class _Plan:
         fn, names, positional, defaults, encode, accepts, op = (
             self.fn, self.names, self.positional, self.defaults, self.encode, self.accepts, self.op)
         routes, when = self.entry.routes, self.entry.when
-        assemble = self.entry.result.assemble
+        result_for = self.entry.result_for
         is_compiling = torch.compiler.is_compiling  # bound once: an eager call pays one call for it
 
         @functools.wraps(fn)
@@ -89,7 +89,7 @@ class _Plan:
                         and all(ok(values[n]) for n, ok in accepts.items())
                         and (when is None or when(values))):
                     fresh = op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
-                    return assemble(values, fresh)
+                    return result_for(values).assemble(values, fresh)
             return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
 
         routed.__nvfp4_overlay_op__ = op  # type: ignore[attr-defined]
@@ -213,11 +213,13 @@ def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema
     def real(*values: Any) -> Any:
         # Runs when the graph executes, where is_compiling() is False: upstream's own body.
         given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
-        return entry.result.fresh(given, fn(**given))
+        return entry.result_for(given).fresh(given, fn(**given))
 
     def fake(*values: Any) -> Any:
-        given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
-        return entry.result.fresh(given, entry.fake(**{n: given[n] for n in reads if n in given}))
+        # Only what the fake reads is decoded: a codec may read a value (a host scale's .item())
+        # that a fake tensor does not hold.
+        given = {n: decode[n](v) if n in decode and n in reads else v for n, v in zip(names, values)}
+        return entry.result_for(given).fresh(given, entry.fake(**{n: given[n] for n in reads if n in given}))
 
     op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real,
                                  mutates_args=tuple(n for n in names if n in entry.mutates), schema=schema)
