@@ -284,7 +284,8 @@ def test_new_releases_are_ported_checked_and_proposed_end_to_end(tmp_path: Path)
     the test's own: synthetic files never enter the shared one's record of what the index served."""
     patches, wheelhouse, cache = tmp_path / "patches", tmp_path / "wheelhouse", tmp_path / "cache"
     shutil.copytree(PATCHES / "flashinfer-python" / "0.7.4", patches / "flashinfer-python" / "0.7.4")
-    shutil.copy(PATCHES / "flashinfer-python" / "audit-cuda-versions.json", patches / "flashinfer-python")
+    for audit in ("audit-cuda-versions.json", "audit-serving-api.json"):
+        shutil.copy(PATCHES / "flashinfer-python" / audit, patches / "flashinfer-python")
     shutil.copy(PATCHES / "stacks.toml", patches)
     wheelhouse.mkdir()
     real = cache_dir() / "wheels"
