@@ -68,7 +68,8 @@ def plan_releases(
     """For each series, the releases to check.
 
     pinned: its own; latest: the newest on the index; all: every release newer than its own;
-    VERSION (with one distribution) or DIST==VERSION: that release.
+    VERSION (with one distribution) or DIST==VERSION: that release, for the series of it and of
+    older releases (a series is ported forward, never back).
     """
     dists = sorted({t.dist for t in series})
     wanted: dict[Target, set[str]] = {t: set() for t in series}
@@ -97,9 +98,16 @@ def plan_releases(
             msg = f"--against {token}: {version!r} is not a PEP 440 version, nor pinned, latest or all"
             raise ConfigError(msg, item=f"--against {token}", expected="pinned, latest, all or a PEP 440 version",
                               found=version, fix="name a release as the index does, e.g. 0.7.4") from exc
-        for target in series:
-            if target.dist == dist:
-                wanted[target].add(version)
+        # A series is ported forward, never back: a release checks the series of releases up to its own.
+        older = [t for t in series if t.dist == dist and Version(t.version) <= Version(version)]
+        if not older:
+            oldest = min((t for t in series if t.dist == dist), key=lambda t: Version(t.version))
+            msg = (f"--against {token}: no {dist} series is of {version} or older (the oldest is {oldest.version}); "
+                   f"a series is checked on its own release and later ones")
+            raise ConfigError(msg, item=f"--against {token}", expected=f"a release of {oldest.version} or later",
+                              found=version, fix=f"name a release of {oldest.version} or later")
+        for target in older:
+            wanted[target].add(version)
     return {t: sorted(v, key=Version) for t, v in wanted.items()}
 
 
