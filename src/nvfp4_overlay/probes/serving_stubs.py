@@ -122,7 +122,7 @@ def install(box: Any) -> None:
     _device_switch_for_dynamo()
     # 0.7.x's stream-keyed scratch buffers (utils._get_stream_cache_buf, mm_fp4's workspace) come from
     # a CUDA memory pool on the stream's device; a CPU build of torch has neither: plain allocations.
-    torch.cuda.MemPool = lambda *args, **kwargs: object()
+    torch.cuda.MemPool = _NoMemPool  # a class: dynamo (torch 2.14 on) asks isinstance(value, torch.cuda.MemPool)
     torch.cuda.use_mem_pool = lambda *args, **kwargs: contextlib.nullcontext()
     torch.cuda.is_current_stream_capturing = lambda: False  # 0.7.4's cuDNN path asks; nothing captures here
     # The CuTe-DSL quantizers assert `input.is_cuda` after their `a.cuda()`, which flashinfer_trace
@@ -147,6 +147,13 @@ def _device_properties(device: Any = None) -> Any:
     major, minor = torch.cuda.get_device_capability(device)
     return types.SimpleNamespace(major=major, minor=minor, multi_processor_count=188 if major == 12 else 148,
                                  name=f"faked SM{major}{minor}", warp_size=32)
+
+
+class _NoMemPool:
+    """torch.cuda.MemPool() for the probe: a pool that holds nothing (allocations are the CPU's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
 
 
 class _NoDeviceSwitch:
