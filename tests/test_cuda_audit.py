@@ -9,12 +9,14 @@ at. tests/test_cuda_scopes.py holds the scan to the run time, scope by scope.
 
 from __future__ import annotations
 
+import ast
+import datetime
 import functools
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream
+from helpers import FULL, OVERLAY, PATCHES, cache_dir, fetch_upstream, rotating_sample
 
-from nvfp4_overlay import cuda_audit
+from nvfp4_overlay import cuda_audit, cuda_scan
 from nvfp4_overlay.archive import WheelReader
 from nvfp4_overlay.manifest import all_targets
 
@@ -56,8 +58,32 @@ def test_every_lookup_of_the_release_is_classified(release: str) -> None:
     files = dict(_python_files(release))
     sites = cuda_audit.call_sites(files, AUDIT.forwarders())
     assert any(s.key == ("flashinfer.jit.cpp_ext", "build_cuda_cflags") for s in sites)  # the scan sees
-    missing = cuda_audit.unclassified_in(files, AUDIT)
+    missing = cuda_audit.unclassified(sites, AUDIT)
     assert missing == [], f"{release}: call sites the audit does not classify: {missing}"
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("release", RELEASES if FULL else rotating_sample(RELEASES, 1, datetime.date.today().toordinal()))
+def test_the_scan_skips_only_bodies_that_hold_no_site(release: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan leaves unwalked a def or class whose text names no lookup, forwarder or alias of one:
+    what it finds is what a walk of every body finds (one release a day; every one under
+    NVFP4_OVERLAY_FULL=1)."""
+    files = _python_files(release)
+    pruned = cuda_audit.call_sites(files, AUDIT.forwarders())
+    monkeypatch.setattr(cuda_scan._Visitor, "may_call", lambda self, node, enclosing: True)
+    assert cuda_audit.call_sites(files, AUDIT.forwarders()) == pruned
+
+
+def test_a_call_s_text_is_what_ast_gives() -> None:
+    """The scan's own source segments (the text split once) against ast.get_source_segment, on lines
+    ended by \\n, \\r\\n and \\r, a form feed inside a line, and non-ASCII text before a call."""
+    text = ('x = get_cuda_version()\r\ny = "\u00e9\u00e9"; z = f(a,\r  b)\n\x0cw = g(\n  "\u2603",\n  c)\r'
+            'v = [h(i) for i in range(2)]\n')
+    source = cuda_scan._Source(text)
+    nodes = [n for n in ast.walk(ast.parse(text)) if hasattr(n, "end_col_offset")]
+    assert len(nodes) > 20
+    for node in nodes:
+        assert source.segment(node) == ast.get_source_segment(text, node), ast.dump(node)
 
 
 @pytest.mark.upstream

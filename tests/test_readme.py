@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import shlex
 import subprocess
@@ -77,8 +78,10 @@ class World:
 
 def make_line(world: World, argv: list[str]) -> str:
     """`make TARGET [VAR=...]`: make's own dry run names the recipe; wheels and index run their recipe here."""
+    # make's own environment left out: under `make test ARGS=...` MAKEFLAGS would hand the line ARGS too
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     done = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), *argv[1:]], capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
     recipe = shlex.split(done.stdout.strip().splitlines()[-1])
     target = argv[1]
