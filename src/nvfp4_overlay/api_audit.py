@@ -10,6 +10,7 @@ module names those the audit does not classify, for refresh, drift, doctor and t
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -89,8 +90,20 @@ LOADERS = {"jit": "the JIT loader (JitSpec.build_and_load)", "cubin": "the cubin
 
 def new_api(files: Mapping[str, str], audit: Audit, memo: Memo | None = None) -> list[PublicFunction]:
     """The release's public functions (files: wheel path -> text) that reach a kernel loader and that
-    the audit does not classify: a new API, which breaks fullgraph=True until the overlay routes it."""
-    return unclassified(reaching(files, memo), audit)
+    the audit does not classify: a new API, which breaks fullgraph=True until the overlay routes it.
+
+    The scan of one set of texts is done once per process (refresh asks before it ports, and its
+    behaviour checks ask again of the same wheel: 0.7.4 takes seconds each time)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(f"{name}\0{len(files[name])}\0".encode() + files[name].encode("utf-8", "surrogatepass"))
+    key = digest.hexdigest()
+    if key not in _REACHING:
+        _REACHING[key] = reaching(files, memo)
+    return unclassified(_REACHING[key], audit)
+
+
+_REACHING: dict[str, list[PublicFunction]] = {}  # the digest of a release's texts -> what reaches a loader there
 
 
 def problem(release: str, fn: PublicFunction, patches_dir: Path) -> str:
