@@ -57,9 +57,10 @@ def probe_digest(probe: str) -> str:
 
 
 def probe_sources(probe: str) -> set[str]:
-    """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names."""
+    """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names, and the
+    interpreter every probe runs in (probes/serve.py: what it does before a fork, each run sees)."""
     seen: set[str] = set()
-    waiting = [probe]
+    waiting = [probe, "serve"]
     while waiting:
         name = waiting.pop()
         path = PROBES / f"{name}.py"

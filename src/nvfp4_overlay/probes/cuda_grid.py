@@ -37,9 +37,8 @@ from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import cuda_control, forking
+from nvfp4_overlay.probes import cuda_control, forking, io_audit
 
-SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 ARCH_LIST_MODULES = [  # (module, function, arguments): flags from the architecture list
     ("flashinfer.jit.activation", "gen_act_and_mul_module", ["silu"]),
     ("flashinfer.jit.norm", "gen_norm_module", []),
@@ -109,7 +108,7 @@ def probe_cell(cell: dict[str, Any], tree: str, jit_core: Any, cpp_ext: Any) -> 
         if event == "subprocess.Popen":  # (executable, args, cwd, env)
             argv = [args[1]] if isinstance(args[1], (str, bytes)) else list(args[1] or [args[0]])
             events.append(["process", *(_clean(os.fsdecode(a), tree, toolkit, workspace) for a in argv)])
-        elif event in SPAWN or event.startswith("os.exec"):
+        elif io_audit.is_spawn(event):
             events.append(["process", _clean(repr(args[0])[:200], tree, toolkit, workspace)])
         elif event == "open" and isinstance(args[0], str) and args[0].startswith(toolkit):
             events.append(["open", _clean(args[0], tree, toolkit, workspace)])

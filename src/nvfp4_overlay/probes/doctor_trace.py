@@ -20,10 +20,9 @@ import sys
 import time
 from typing import Any
 
-from nvfp4_overlay.probes import doctor_env
+from nvfp4_overlay.probes import doctor_env, io_audit
 
 FAKE_CAPABILITY = (12, 0)  # RTX PRO 6000 / SM120, the report's GPUs
-SPAWN_EVENTS = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork")
 
 
 class Traced(Exception):
@@ -101,7 +100,7 @@ def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
     tracing, spawned, graphs = [False], [], []
 
     def audit(event: str, audit_args: tuple[Any, ...]) -> None:
-        if tracing[0] and (event in SPAWN_EVENTS or event.startswith("os.exec")):
+        if tracing[0] and io_audit.is_spawn(event):
             spawned.append(f"{event} {repr(audit_args[:2])[:160]}")
 
     def backend(gm: Any, example_inputs: Any) -> Any:

@@ -13,7 +13,7 @@ cases (probes/cases.py):
   outputs as dynamo saw them (the graph's output meta; a tensor the caller passed and gets back,
   ``output=``, as it was passed), the outputs, launches and tactic choices of the compiled run;
   and what happened while dynamo traced: processes started and FlashInfer files opened (an audit
-  hook; dynamo's own linecache reads of traced source are counted apart). The cases that reach
+  hook; dynamo's own reads of traced source are counted apart, probes/io_audit.py). The cases that reach
   the kernel are traced together, one call each in one function (run_entry says why).
 
 Results name no path of this machine (the tree is ``<tree>``), so that an upstream result can be
@@ -41,16 +41,14 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import torch
 
 from nvfp4_overlay.probes import cases as case_table
-from nvfp4_overlay.probes import forking, serving_stubs
+from nvfp4_overlay.probes import forking, io_audit, serving_stubs
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
-SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
 
 
@@ -81,23 +79,12 @@ class Box:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.phase != "trace":
             return
-        if event in SPAWN or event.startswith("os.exec"):
+        if io_audit.is_spawn(event):
             self.events.append([event, repr(args[0])[:160]])
         elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
             path = os.path.abspath(os.fsdecode(args[0]))
-            if path.startswith(self.package + os.sep) and not _by_linecache():
+            if path.startswith(self.package + os.sep) and not io_audit.by_tracer():
                 self.events.append(["open", path[len(self.package) + 1:]])
-
-
-def _by_linecache() -> bool:
-    # Dynamo reads the source of what it traces through linecache for its messages: that is the
-    # tracer looking at code, not FlashInfer doing I/O.
-    frame: FrameType | None = sys._getframe(2)
-    while frame is not None:
-        if os.path.basename(frame.f_code.co_filename) == "linecache.py":
-            return True
-        frame = frame.f_back
-    return False
 
 
 def describe(value: Any) -> Any:

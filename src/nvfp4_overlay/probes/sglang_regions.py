@@ -38,11 +38,10 @@ from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import forking, sglang_drivers, sglang_imports, sglang_machine, sglang_moe
+from nvfp4_overlay.probes import forking, io_audit, sglang_drivers, sglang_imports, sglang_machine, sglang_moe
 
 REGIONS = (*sglang_drivers.DENSE_REGIONS, *sglang_moe.MOE_REGIONS)
 NEEDED = sorted({module for region in REGIONS for module in region.needs})
-SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 OVERLAY_OP = "nvfp4_overlay."
 
 
@@ -224,11 +223,11 @@ class Recorder:
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.phase != "trace":
             return
-        if event in SPAWN or event.startswith("os.exec"):
+        if io_audit.is_spawn(event):
             self.events.append([event, repr(args[0])[:160]])
         elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
             path = os.path.abspath(os.fsdecode(args[0]))
-            if path.startswith(self.package) and not _by_linecache():
+            if path.startswith(self.package) and not io_audit.by_tracer():
                 self.events.append(["open", path[len(self.package):]])
 
 
@@ -274,15 +273,6 @@ def _is_scalar(value: Any) -> bool:
 def _short(path: str) -> str:
     marker = os.sep + "sglang" + os.sep
     return path[path.rfind(marker) + 1:] if marker in path else os.path.basename(path)
-
-
-def _by_linecache() -> bool:
-    frame: Any = sys._getframe(2)
-    while frame is not None:
-        if os.path.basename(frame.f_code.co_filename) == "linecache.py":
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _routes() -> dict[str, dict[str, list[Any]]] | None:
