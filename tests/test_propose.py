@@ -301,7 +301,7 @@ def test_new_releases_are_ported_checked_and_proposed_end_to_end(tmp_path: Path)
                                                 b"Requires-Dist: flashinfer_python[cu13]==0.7.5")})
     fake = FakeGitHub()
     source = Source(cache, wheelhouse, offline=True)
-    outcomes = propose.propose(patches, OVERLAY, source, GitHub("o/r", fake.send), root=tmp_path)
+    outcomes = propose.propose(patches, OVERLAY, source, GitHub("o/r", fake.send), root=tmp_path, quick=True)
     assert [(str(o.release), o.proposal.kind) for o in outcomes] == [
         ("flashinfer-python==0.7.5", "pull"), ("flashinfer-python==0.7.6", "issue"), ("sglang==0.5.24", "pull")]
     assert not (patches / "flashinfer-python" / "0.7.5").exists()  # proposed, not written into the project

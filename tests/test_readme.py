@@ -78,8 +78,10 @@ class World:
 
 def make_line(world: World, argv: list[str]) -> str:
     """`make TARGET [VAR=...]`: make's own dry run names the recipe; wheels and index run their recipe here."""
-    # make's own environment left out: under `make test ARGS=...` MAKEFLAGS would hand the line ARGS too
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    # make's own environment left out: under `make test ARGS=...` make exports ARGS (and MAKEFLAGS
+    # carries it), and the README's line would be dry-run with the test run's arguments
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "ARGS", "STACK")}
     done = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), *argv[1:]], capture_output=True,
                           text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr

@@ -7,7 +7,9 @@ a case that the series cannot carry must be refused (exit 1, or 3 for a wheel th
 says) with a message that names the function, the call site or the parameter; a case it can carry
 must be ported (exit 0) after the behaviour checks. The cases refused by the text (the audits, the
 merge) cost a build; the two that need the probes (a reordered decorator, ported; a parameter the fake
-does not know, refused) run the grid and the ladder.
+does not know, refused) run the grid and the ladder, `refresh --quick`: the patched ladder's first case
+of each entry point, as for a release no stack pins (every case of every carried release is
+tests/test_trace_flashinfer.py's; what is tested here is how refresh judges, not the cases).
 
 The other synthetic releases live beside the code they exercise: tests/test_synthetic_releases.py
 (a new call site under an alias, upstream fixing its own CUDA lookup), tests/test_api_audit.py (a new
@@ -94,7 +96,7 @@ def _refresh(house: Path, cache: Path) -> tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(["refresh", "flashinfer-python", "0.7.4", NEW, "--dry-run", "--patches-dir", str(PATCHES),
                          "--overlay-dir", str(OVERLAY), "--cache-dir", str(cache), "--wheelhouse", str(house),
-                         "--offline"])
+                         "--offline", "--quick"])
     return code, out.getvalue() + err.getvalue()
 
 

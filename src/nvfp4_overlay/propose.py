@@ -60,6 +60,7 @@ class _Run:
     overlay_dir: Path
     source: fetch.Source
     log: Callable[[str], None]
+    quick: bool = False  # refresh --quick
     ported: dict[str, Refreshed] = field(default_factory=dict)  # flashinfer-python releases ported now
     waiting: set[Target] = field(default_factory=set)  # releases whose proposal is already open
 
@@ -68,16 +69,19 @@ _Maker = Callable[[_Run, Target, Sequence[Version]], "Outcome | None"]
 
 
 def propose(patches_dir: Path, overlay_dir: Path, source: fetch.Source, forge: Forge, *,
-            root: Path | None = None, log: Callable[[str], None] = lambda _: None) -> list[Outcome]:
+            root: Path | None = None, log: Callable[[str], None] = lambda _: None,
+            quick: bool = False) -> list[Outcome]:
     """Port, check and propose every new release, unless the forge already has its proposal.
 
     Paths in a proposal are relative to `root`, the repository (by default patches_dir's parent).
     Nothing is written to patches_dir: the ports are made in a copy of it, and proposed from there.
+    quick: refresh's behaviour checks with the patched ladder's first case of each entry point.
     """
     with tempfile.TemporaryDirectory(prefix="nvfp4-propose-") as tmp:
         work = Path(tmp) / "patches"
         shutil.copytree(patches_dir, work)
-        run = _Run(work, _prefix(patches_dir, root or patches_dir.resolve().parent), overlay_dir, source, log)
+        run = _Run(work, _prefix(patches_dir, root or patches_dir.resolve().parent), overlay_dir, source, log,
+                   quick=quick)
         carried = sorted(map(Version, releases.carried_versions(work, SERIES_DIST)))
         stacked = sorted({Version(t.version) for s in load_stacks(work).stacks
                           for t in (*s.targets, *s.upstream) if t.dist == STACK_DIST})
@@ -123,7 +127,7 @@ def _series_release(run: _Run, target: Target, carried: Sequence[Version]) -> Ou
     run.log(f"{target}: {command}")
     try:
         done = refresh(run.patches_dir, run.overlay_dir, run.source, target.dist, start.version, target.version,
-                       drop_upstream=True, log=run.log)
+                       drop_upstream=True, log=run.log, quick=run.quick)
     except (Refused, IntegrityError) as exc:
         matrix = getattr(exc, "report", None)
         body = _body(f"`{command}` refused the port: nothing was written.", exc.message,

@@ -167,11 +167,13 @@ class Refreshed:
 
 
 def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, dist: str, from_version: str,
-            to_version: str, *, drop_upstream: bool, log: Callable[[str], None], dry_run: bool = False) -> Refreshed:
+            to_version: str, *, drop_upstream: bool, log: Callable[[str], None], dry_run: bool = False,
+            quick: bool = False) -> Refreshed:
     """Port dist's FROM series to TO, check it by behaviour, and write it; or raise Refused, writing nothing.
 
     A refusal carries the drift report (refused.report) that says which hunk needs a person and why.
     With dry_run, everything but the writing: the port is built and checked, and left in no place.
+    With quick, the behaviour checks run the patched ladder's first case of each entry point.
     """
     dist = canonicalize_name(dist)
     source, target = Target(dist, from_version), Target(dist, _version(to_version))
@@ -202,7 +204,7 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
                          upstream_text(wheels, f"nvfp4-overlay refresh {dist} {source.version} {target.version}"))
             _check_exact(read_series(staged), wheels)
             log(f"{target}: building the ported series and checking its behaviour against upstream")
-            _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest)
+            _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest, quick)
             # 5. Written with one rename, unless a dry run.
             if not dry_run:
                 install_series(staged, dest)
@@ -227,9 +229,11 @@ def _release_wheels(patches_dir: Path, old: Upstream, target: Target, source: fe
     return wheels
 
 
-def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source, audit: Path, dest: Path) -> None:
+def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source, audit: Path, dest: Path,
+             quick: bool = False) -> None:
     """behaviour.check_series on the staged series, or Refused with its problems."""
-    problems = behaviour.check_series(target, tmp / "patches", overlay_dir, source, tmp / "work", audit=audit)
+    problems = behaviour.check_series(target, tmp / "patches", overlay_dir, source, tmp / "work", audit=audit,
+                                      quick=quick)
     if problems:
         msg = ("refresh refused, nothing written: the ported series applies, but does not behave:\n  "
                + "\n  ".join(problems))

@@ -69,7 +69,7 @@ def cmd_refresh(ctx: Context) -> int:
     try:
         done = refresh(ctx.patches_dir, ctx.overlay_dir, ctx.source, ctx.args.dist, ctx.args.from_version,
                        ctx.args.to_version, drop_upstream=ctx.args.drop_upstream, log=ctx.log,
-                       dry_run=ctx.args.dry_run)
+                       dry_run=ctx.args.dry_run, quick=ctx.args.quick)
     except Refused as exc:
         if exc.report is not None:
             ctx.emit({**report.document(exc.report), "error": exc.data()}, report.table(exc.report))
@@ -97,6 +97,6 @@ def cmd_propose(ctx: Context) -> int:
     from .. import github, propose
 
     forge = propose.Printed() if ctx.args.dry_run else github.GitHub.from_environment(ctx.args.repo, ctx.args.base)
-    done = propose.propose(ctx.patches_dir, ctx.overlay_dir, ctx.source, forge, log=ctx.log)
+    done = propose.propose(ctx.patches_dir, ctx.overlay_dir, ctx.source, forge, log=ctx.log, quick=ctx.args.quick)
     ctx.emit(propose.document(done), propose.text(done, ctx.args.dry_run))
     return Exit.NEEDS_PERSON if any(not o.proposal.pull for o in done) else Exit.OK

@@ -170,6 +170,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("to_version", metavar="TO_VERSION", help="the release to port it to")
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
     p.add_argument("--dry-run", action="store_true", help="port, build and check, but write nothing")
+    p.add_argument("--quick", action="store_true",
+                   help="the trace ladder's first case of each entry point on the patched wheel, as make test runs "
+                        "it for a release no stack pins (default: every case); the CUDA grid whole either way")
     _data(p)
     _dist(p, used=False)
     _source(p)
@@ -179,6 +182,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", metavar="OWNER/NAME", help="the repository (default: $GITHUB_REPOSITORY)")
     p.add_argument("--base", metavar="BRANCH", help="the pull requests' base (default: the default branch)")
     p.add_argument("--dry-run", action="store_true", help="port and check, print the proposals, open nothing")
+    p.add_argument("--quick", action="store_true", help="refresh --quick for each port (default: every case)")
     _data(p)
     _source(p)
     _output(p)
