@@ -305,10 +305,12 @@ def _norm(fused: bool, float_scale: bool = False, out_dtype: str = "float8_e4m3f
 
 
 def _norm_rows(fused: bool) -> list[Row]:
-    # scale is a float up to 0.6.6, a float or a tensor from 0.6.7 (a tensor is what the op carries)
+    # scale is a float up to 0.6.6, a float or a tensor from 0.6.7 (a host float travels as a tensor);
+    # the first row is the form the release documents (upstream's compiled case, the quick ladder's)
     return [
         Row("scale-float", {}, _norm(fused, float_scale=True), until="0.6.7"),
         Row("scale-tensor", {}, _norm(fused), since="0.6.7"),
+        Row("scale-float", {}, _norm(fused, float_scale=True), since="0.6.7"),  # deprecated there, still taken
         Row("eps-pdl", {"eps": 1e-5, "enable_pdl": True}, _norm(fused), since="0.6.7"),
         Row("eps-pdl-float", {"eps": 1e-5, "enable_pdl": True}, _norm(fused, float_scale=True), until="0.6.7"),
         Row("e5m2", {}, _norm(fused, float_scale=False, out_dtype="float8_e5m2"), since="0.6.7"),

@@ -387,18 +387,22 @@ ENTRIES: Dict[str, Entry] = {
         codecs={"activation_type": ACTIVATION_TYPE, "quant_scales": TENSOR_LIST_OR_NONE,
                 "nvfp4_4over6": NVFP4_4OVER6},
     ),
-    # Norm + FP8 quantize into `out` (and the residual add in place): nothing returned.
+    # Norm + FP8 quantize into `out` (and the residual add in place): nothing returned. `scale` is a
+    # float up to 0.6.6, a float or a tensor from 0.6.7 (upstream makes a float a device tensor when
+    # it runs): a host float travels as TENSOR_OR_FLOAT does, so both forms are routed everywhere.
     "rmsnorm_quant": Entry(
         returns="()",
         fake=fakes.nothing,
         inert=frozenset({"out", "input", "weight", "scale", "eps", "enable_pdl"}),
         mutates=frozenset({"out"}),
+        codecs={"scale": TENSOR_OR_FLOAT},
     ),
     "fused_add_rmsnorm_quant": Entry(
         returns="()",
         fake=fakes.nothing,
         inert=frozenset({"out", "input", "residual", "weight", "scale", "eps", "enable_pdl"}),
         mutates=frozenset({"out", "residual"}),
+        codecs={"scale": TENSOR_OR_FLOAT},
     ),
     # The GEMM: `out` when the caller passes it (written in place and handed back), else a fresh
     # (m, n) tensor of out_dtype. backend_requirement's checks, the backend heuristic, the runners
