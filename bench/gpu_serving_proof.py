@@ -1,4 +1,4 @@
-"""GPU proof of the routed serving APIs (the MoE pair, cutlass_fused_moe, mm_fp4) on an H200 (SM90).
+"""GPU proof of the routed serving APIs (the MoE pair, cutlass_fused_moe, mm_fp4, the norm-quant pair) on an H200 (SM90).
 
     python3 bench/gpu_serving_proof.py --wheels .whl --out "$OUT" [--workspace .gpu-ws] [--only NAME,...]
 
@@ -17,7 +17,9 @@ needed. For each release, each routed API it has and each of its calls below (CU
 - the compiled call captured in a CUDA graph and replayed three times: its outputs against eager.
 
 What runs on SM90: cutlass_fused_moe's BF16, FP8 per-tensor and MXFP4-weight x BF16 (W4A16,
-group scaling) paths compute there; SM90 proves compiled + CUDA graph == eager for them. NVFP4
+group scaling) paths compute there, and so do rmsnorm_quant and fused_add_rmsnorm_quant (FP8 out,
+FlashInfer's CUDA norm module; in place: what they write is compared, each replay from the same
+inputs); SM90 proves compiled + CUDA graph == eager for them. NVFP4
 x NVFP4 (SGLang's flashinfer_cutlass "fp4"), trtllm-gen's FP4 MoE and mm_fp4 have no SM90 kernel:
 for them SM90 proves that the compiled call traces to the op and refuses as eager does, at run
 time; their values wait for Blackwell. The cutlass fused-MoE module is a large JIT build (minutes):
@@ -51,7 +53,7 @@ def install(wheel: Path, deps: list[Path], target: Path) -> Path:
 
 def run_child(site: Path, workspace: Path, only: str, timeout: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(site), FLASHINFER_WORKSPACE_BASE=str(workspace), MAX_JOBS="16",
-               PROOF_ONLY=only)
+               PROOF_ONLY=only, FLASHINFER_USE_CUDA_NORM="1")  # the norm pair: the CUDA module, not CuTe DSL
     try:
         done = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True, env=env,
                               timeout=timeout)
@@ -151,6 +153,104 @@ def mm_fp4_calls(torch: Any) -> dict[str, tuple[dict[str, Any], bool]]:
     return {backend: ({**kwargs, "backend": backend}, False) for backend in ("cutlass", "cudnn", "trtllm")}
 
 
+def norm_calls(torch: Any, fused: bool) -> dict[str, tuple[Any, tuple[str, ...]]]:
+    """rmsnorm_quant / fused_add_rmsnorm_quant (SGLang's RMSNorm with a static FP8 quant linear): in
+    place, into `out` (and `residual`); FlashInfer's CUDA norm module has SM90 kernels. name ->
+    (a maker of fresh keyword arguments, the parameters the call writes)."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    base = {"input": torch.randn(T, H, device="cuda", generator=g).to(torch.bfloat16),
+            "weight": torch.rand(H, device="cuda", generator=g).to(torch.bfloat16) + 0.5,
+            "residual": torch.randn(T, H, device="cuda", generator=g).to(torch.bfloat16)}
+
+    def make(scale: Any) -> Any:
+        def fresh() -> dict[str, Any]:
+            kwargs = {"out": torch.empty(T, H, dtype=torch.float8_e4m3fn, device="cuda"),
+                      "input": base["input"].clone(), "weight": base["weight"], "scale": scale, "eps": 1e-6}
+            return {**kwargs, "residual": base["residual"].clone()} if fused else kwargs
+        return fresh
+
+    written = ("out", "residual") if fused else ("out",)
+    return {"scale-tensor": (make(torch.full((1,), 0.5, device="cuda")), written),
+            "scale-float": (make(0.5), written)}
+
+
+def prove_in_place(torch: Any, fn: Any, fresh: Any, written: tuple[str, ...]) -> dict[str, Any]:
+    """An in-place call: eager twice on fresh inputs, compiled with fullgraph, the compiled call in a
+    CUDA graph; what each wrote (the `written` parameters), byte for byte against eager."""
+    rec: dict[str, Any] = {"computes_on_sm90": True}
+
+    def wrote(kwargs: dict[str, Any]) -> list[bytes]:
+        torch.cuda.synchronize()
+        return [_raw(torch, kwargs[k]) for k in written]
+
+    try:
+        first = fresh()
+        fn(**first)
+        eager = wrote(first)
+        again = fresh()
+        fn(**again)
+    except Exception as exc:  # noqa: BLE001
+        rec["eager"] = {"error": _err(exc)}
+        rec["compiled"] = {"graphs": [], "error": "not run: eager raised", "same_error_as_eager": False}
+        return rec
+    rec["eager"] = {"written": list(written), "sha256": [hashlib.sha256(b).hexdigest() for b in eager],
+                    "deterministic": eager == wrote(again), "nonzero": [any(b) for b in eager]}
+    graphs: list[dict[str, Any]] = []
+
+    def backend(gm: Any, example_inputs: Any) -> Any:
+        graphs.append({"targets": [str(n.target) for n in gm.graph.nodes if n.op == "call_function"], "fakes": []})
+        return gm.forward
+
+    kwargs = fresh()
+    tensors = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor)}
+    rest = {k: v for k, v in kwargs.items() if k not in tensors}
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda **t: fn(**t, **rest), fullgraph=True, backend=backend)
+    try:
+        compiled(**tensors)
+    except Exception as exc:  # noqa: BLE001 - upstream: in the loader
+        rec["compiled"] = {"graphs": graphs, "error": _err(exc), "same_error_as_eager": False}
+        return rec
+    rec["compiled"] = {"graphs": graphs, "equal_eager": [a == b for a, b in zip(wrote(tensors), eager)],
+                       "fake_equals_real": True}  # nothing returned: the fake allocates nothing
+    try:
+        static = fresh()
+        static_tensors = {k: v for k, v in static.items() if isinstance(v, torch.Tensor)}
+        graph = torch.cuda.CUDAGraph()
+        inputs = {k: v.clone() for k, v in static_tensors.items()}  # each replay starts from the same inputs
+        compiled(**{k: v.clone() for k, v in static_tensors.items()})  # warm, outside the capture
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            compiled(**static_tensors)
+        replays = []
+        for _ in range(3):
+            for k, v in static_tensors.items():
+                v.copy_(inputs[k])
+            graph.replay()
+            replays.append(wrote(static_tensors) == eager)
+        rec["cuda_graph"] = {"replayed": 3, "equal_eager": replays}
+    except Exception as exc:  # noqa: BLE001
+        rec["cuda_graph"] = {"error": _err(exc)}
+    rec["eager_cuda_graph"] = _capture_eager(torch, fn, fresh, written, eager)
+    return rec
+
+
+def _capture_eager(torch: Any, fn: Any, fresh: Any, written: tuple[str, ...], eager: list[bytes]) -> dict[str, Any]:
+    """The control for a capture that fails: the eager call (upstream's own code) in a CUDA graph."""
+    try:
+        kwargs = fresh()
+        fn(**fresh())  # warm
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(**kwargs)
+        graph.replay()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        return {"error": _err(exc)}
+    return {"replayed": 1, "equal_eager": [_raw(torch, kwargs[k]) for k in written] == eager}
+
+
 # --- one release -------------------------------------------------------------------------------------
 
 
@@ -169,11 +269,19 @@ def child() -> dict[str, Any]:
     apis = {"cutlass_fused_moe": fused_moe.cutlass_fused_moe,
             "trtllm_fp4_block_scale_moe": fused_moe.trtllm_fp4_block_scale_moe,
             "trtllm_fp4_block_scale_routed_moe": fused_moe.trtllm_fp4_block_scale_routed_moe,
-            "mm_fp4": getattr(flashinfer, "mm_fp4", None)}
+            "mm_fp4": getattr(flashinfer, "mm_fp4", None),
+            "rmsnorm_quant": getattr(flashinfer, "rmsnorm_quant", None),
+            "fused_add_rmsnorm_quant": getattr(flashinfer, "fused_add_rmsnorm_quant", None)}
     for name, fn in apis.items():
         if fn is None or (only and name not in only):
             continue
         params = set(inspect.signature(fn).parameters)
+        if name.endswith("rmsnorm_quant"):
+            made = norm_calls(torch, fused=name.startswith("fused"))
+            out["apis"][name] = {"routed": getattr(fn, "__nvfp4_overlay_op__", None) is not None,
+                                 "calls": {case: prove_in_place(torch, fn, fresh, written)
+                                           for case, (fresh, written) in made.items()}}
+            continue
         if name == "cutlass_fused_moe":
             calls = cutlass_calls(torch, core, params)
         elif name == "mm_fp4":
@@ -288,6 +396,7 @@ def verdicts(found: dict[str, Any]) -> dict[str, str]:
         theirs = found.get(f"{release}/upstream", {}).get("apis", {})
         for api, info in run.get("apis", {}).items():
             for case, rec in info["calls"].items():
+                note = ""
                 op = f"nvfp4_overlay.flashinfer_{api}.default"
                 graphs = rec.get("compiled", {}).get("graphs", [])
                 short = [] if graphs and op in graphs[0]["targets"] else ["no op in the graph"]
@@ -298,17 +407,23 @@ def verdicts(found: dict[str, Any]) -> dict[str, str]:
                 else:
                     compiled, graph = rec["compiled"], rec.get("cuda_graph", {})
                     short += [] if compiled.get("fake_equals_real") else ["fake != real"]
-                    if "error" in graph:
-                        short.append(f"CUDA graph: {graph['error']}")
-                    elif rec["eager"]["deterministic"]:
-                        short += [] if all(compiled["equal_eager"]) else ["compiled != eager"]
-                        short += [] if all(graph["equal_eager"]) else ["replay != eager"]
-                    else:
+                    control = rec.get("eager_cuda_graph", {})
+                    if not rec["eager"]["deterministic"]:
                         short.append("the kernel is not deterministic: no byte comparison")
+                    else:
+                        short += [] if all(compiled["equal_eager"]) else ["compiled != eager"]
+                    if "error" in graph and graph["error"] == control.get("error"):
+                        # the eager call refuses capture alike: upstream's own code does, not the op
+                        note = f" (a CUDA graph refuses the compiled call as it refuses the eager one: {graph['error'][:120]})"
+                    elif "error" in graph or not graph:
+                        short.append(f"CUDA graph: {graph.get('error', 'not run')}")
+                    elif rec["eager"]["deterministic"]:
+                        short += [] if all(graph["equal_eager"]) else ["replay != eager"]
                     upstream = theirs.get(api, {}).get("calls", {}).get(case, {}).get("eager", {})
+                    # an in-place call (the norm-quant pair): its writes, byte for byte, against upstream's
                     if upstream.get("sha256") and rec["eager"]["deterministic"]:
                         short += [] if upstream["sha256"] == rec["eager"]["sha256"] else ["eager != upstream's eager"]
-                out[f"{key}/{api}/{case}"] = "proven" if not short else "; ".join(short)
+                out[f"{key}/{api}/{case}"] = ("proven" + note) if not short else "; ".join(short)
     return out
 
 
