@@ -135,3 +135,48 @@ def test_per_token_returns_three_tensors(overlay: Any) -> None:
     assert entry.result_for({"per_token_activation": True}).slots == ("Tensor", "Tensor", "Tensor")
     assert entry.result_for({"per_token_activation": False}).slots == ("Tensor", "Tensor")
     assert entry.result_for({}).slots == ("Tensor", "Tensor")  # before 0.6.11: no such parameter
+
+
+def test_a_nested_result_with_host_floats_round_trips(overlay: Any) -> None:
+    """nvfp4_quantize_paged_kv_cache's ((k, v), (k_sf, v_sf), float, float): the op's fresh outputs
+    are the four tensors in order and the floats as 0-dim float64 CPU tensors; assembled back, the
+    caller gets upstream's nesting and the same floats (not tensors)."""
+    import torch
+
+    result = overlay.ENTRIES["nvfp4_quantize_paged_kv_cache"].result
+    k, v, k_sf, v_sf = (torch.zeros(i + 1) for i in range(4))
+    fresh = result.fresh({}, ((k, v), (k_sf, v_sf), 0.125, 1.0 / 3.0))
+    assert [t for t in fresh[:4]] == [k, v, k_sf, v_sf] and all(a is b for a, b in zip(fresh, (k, v, k_sf, v_sf)))
+    assert [(t.shape, t.dtype, t.device.type) for t in fresh[4:]] == [((), torch.float64, "cpu")] * 2
+    back = result.assemble({}, fresh)
+    assert back[0][0] is k and back[0][1] is v and back[1][0] is k_sf and back[1][1] is v_sf
+    assert back[2:] == (0.125, 1.0 / 3.0) and all(type(x) is float for x in back[2:])
+    with pytest.raises(RuntimeError, match="returned 3 values"):
+        result.fresh({}, ((k, v), (k_sf, v_sf), 0.5))
+    # the forms the other entry points use are unchanged
+    assert overlay.ENTRIES["rmsnorm_quant"].result.assemble({}, []) is None
+    out = torch.zeros(2)
+    mm = overlay.ENTRIES["mm_fp4"].result
+    assert mm.fresh({"out": out}, out) == [] and mm.assemble({"out": out}, []) is out
+
+
+def test_a_custom_ops_float_output_is_the_fakes_constant_to_dynamo() -> None:
+    """Why a host float travels as a tensor (entries.py, Result "float"): dynamo hands the caller of a
+    custom op declared to return a float the fake's value, baked into the graph, whatever the data.
+    If a torch stops doing so, this fails, and the carrier could go."""
+    import torch
+
+    @torch.library.custom_op("nvfp4_overlay_test::amax_float", mutates_args=(), schema="(Tensor x) -> (Tensor, float)")
+    def amax_float(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return x.clone(), float(x.abs().amax().item())
+
+    @amax_float.register_fake
+    def _(x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return torch.empty_like(x), 1.0
+
+    def call(x: torch.Tensor) -> float:
+        return amax_float(x)[1]
+
+    torch._dynamo.reset()
+    assert call(torch.full((3,), 5.0)) == 5.0  # eager: the data's
+    assert torch.compile(call, fullgraph=True, backend="eager")(torch.full((3,), 5.0)) == 1.0  # the fake's

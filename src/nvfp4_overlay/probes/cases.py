@@ -229,6 +229,35 @@ def _nvfp4_kv_quantize(sf_layout: Any) -> list[Row]:
     ]
 
 
+def _paged_kv(*shape: int, fp16: bool = False) -> Callable[[Any], tuple[Any, ...]]:
+    """(k_cache, v_cache) of one shape: values fixed by position, so that the amax upstream reads on
+    the host (no global scale given), and the floats it returns, are the same in every run."""
+    def inputs(torch: Any) -> tuple[Any, ...]:
+        dtype = torch.float16 if fp16 else torch.bfloat16
+        n = 1
+        for d in shape:
+            n *= d
+        k = torch.linspace(-3.0, 3.0, n).reshape(shape).to(dtype)
+        return k, (k * 0.5).flip(-1)
+    return inputs
+
+
+def _nvfp4_quantize_paged_kv_cache(sf_layout: Any) -> list[Row]:
+    # (pages, heads, page size, head_dim) in HND, (pages, page size, heads, head_dim) in NHD
+    def scale(value: float) -> Callable[[Any], Any]:
+        return lambda torch: torch.tensor([value])
+
+    return [
+        Row("hnd-amax", {}, _paged_kv(2, 2, 16, 64)),  # no global scale: upstream reads the amax on the host
+        Row("nhd-amax", {"kv_layout": "NHD"}, _paged_kv(2, 16, 2, 128)),
+        Row("hnd-given", {"k_global_sf": scale(2.0), "v_global_sf": scale(4.0)}, _paged_kv(3, 1, 8, 128)),
+        Row("nhd-given-fp16", {"kv_layout": "NHD", "k_global_sf": scale(8.0), "v_global_sf": scale(0.5)},
+            _paged_kv(1, 4, 2, 64, fp16=True)),
+        Row("page-6", {}, _paged_kv(2, 2, 6, 64)),  # page_size % 4 != 0: upstream refuses
+        Row("head-96", {"kv_layout": "NHD"}, _paged_kv(2, 8, 2, 96)),  # head_dim % 64 != 0: refused
+    ]
+
+
 def _mxfp8_quantize(sf_layout: Any) -> list[Row]:
     meta = functools.partial(_alone, device="meta")
     return [
@@ -325,6 +354,7 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "scaled_fp4_grouped_quantize": _scaled_fp4_grouped_quantize,
     "silu_and_mul_scaled_nvfp4_experts_quantize": _silu_and_mul_scaled_nvfp4_experts_quantize,
     "nvfp4_kv_quantize": _nvfp4_kv_quantize,
+    "nvfp4_quantize_paged_kv_cache": _nvfp4_quantize_paged_kv_cache,
     "mxfp8_quantize": _mxfp8_quantize,
     "mxfp4_quantize": _mxfp4_quantize,
     "rmsnorm_quant": lambda sf_layout: _norm_rows(fused=False),

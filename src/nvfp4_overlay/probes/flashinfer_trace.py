@@ -50,6 +50,8 @@ from nvfp4_overlay.probes import forking, io_audit, serving_stubs
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
+# How the op carries a host float of upstream's result (the overlay's entries.py, "float"), as describe() gives it.
+HOST_FLOAT = ["tensor", [], [], "torch.float64", "cpu"]
 
 
 def main() -> None:
@@ -315,12 +317,20 @@ def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list
 
     A tensor of the result that is one of the case's own inputs (``output=`` handed back) is no
     output of the graph (dynamo returns a graph input as it is): the trace saw the caller's tensor.
-    Every other result tensor is the next output of the graph, as the op's fake made it.
+    Every other result tensor is the next output of the graph, as the op's fake made it; a host
+    float of the result is one too, its carrier (a 0-dim float64 tensor), which no tensor of
+    upstream's result stands for.
     """
     seen = []
-    for tensor in _flatten_tensors(result):
-        if any(tensor is g for g in given):
-            seen.append(describe(tensor))
+    for value in _flatten(result):
+        if isinstance(value, float):
+            carrier, fakes = (fakes[0] if fakes else None), fakes[1:]
+            if carrier != HOST_FLOAT:
+                seen.append(carrier)
+        elif not isinstance(value, torch.Tensor):
+            continue
+        elif any(value is g for g in given):
+            seen.append(describe(value))
         else:
             seen.append(fakes[0] if fakes else None)
             fakes = fakes[1:]
@@ -330,9 +340,17 @@ def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list
 def _as_seen(result: Any, given: list[Any], fresh: list[Any]) -> list[Any]:
     """One case's result tensors as the trace saw them, from its own op call's fresh outputs: a tensor
     handed back from the case's inputs (``out=``) as that input, the others as the fake made them, in
-    order; fresh outputs left over (a fake that allocates where upstream hands a parameter back) after."""
+    order (a host float's carrier, a 0-dim float64 tensor, stands for no tensor of the result); fresh
+    outputs left over (a fake that allocates where upstream hands a parameter back) after."""
     left = iter(fresh)
-    seen = [describe(t) if any(t is g for g in given) else next(left, ["missing"]) for t in _flatten_tensors(result)]
+    seen = []
+    for value in _flatten(result):
+        if isinstance(value, float):
+            carrier = next(left, ["missing"])
+            if carrier != HOST_FLOAT:
+                seen.append(carrier)
+        elif isinstance(value, torch.Tensor):
+            seen.append(describe(value) if any(value is g for g in given) else next(left, ["missing"]))
     return seen + list(left)
 
 

@@ -25,6 +25,7 @@ and their schema types come from the release's own signature; only these stay de
   host branch mxfp8_quantize takes for a CPU tensor).
 """
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
 
@@ -37,41 +38,90 @@ class Result:
 
     "(Tensor, Tensor)": a tuple of fresh tensors; "[output]": a list holding the parameter
     ``output`` when the caller passed one, else a fresh tensor; "out": the parameter or a fresh
-    tensor; "()": None. The op returns the fresh tensors only, in order (an op's output may not
-    alias its input); assemble() puts upstream's result back together around them.
+    tensor; "()": None; groups nest ("((Tensor, Tensor), float)"). "float": a host float upstream
+    reads off the GPU (``.item()``); the op returns it as a 0-dim float64 CPU tensor and the wrapper
+    reads it back, as upstream does, after the op: a custom op's own float output is the fake's
+    constant to dynamo, which would bake the fake's value into the graph. The op returns the fresh
+    tensors only, in order (an op's output may not alias its input); assemble() puts upstream's
+    result back together around them.
     """
 
     text: str
 
     @property
-    def container(self) -> str:
-        return {"(": "tuple", "[": "list"}.get(self.text[:1], "single")
+    def tree(self) -> Any:
+        return _parse(self.text)
 
     @property
-    def slots(self) -> Tuple[str, ...]:
-        inner = self.text.strip("()[]")
-        return tuple(s.strip() for s in inner.split(",") if s.strip())
+    def container(self) -> str:
+        tree = self.tree
+        return tree[0] if isinstance(tree, tuple) else "single"
+
+    @property
+    def slots(self) -> Tuple[Any, ...]:
+        tree = self.tree
+        return tree[1] if isinstance(tree, tuple) else (tree,)
 
     def fresh(self, values: Mapping[str, Any], result: Any) -> List[Any]:
-        """The tensors of upstream's result that are not a parameter handed back."""
-        items = [result] if self.container == "single" else list(result or ())
-        if len(items) != len(self.slots):
-            raise RuntimeError(f"nvfp4-overlay: upstream returned {len(items)} values, entries.py says {self.text}")
-        out = []
-        for slot, item in zip(self.slots, items):
-            if slot != "Tensor" and values.get(slot) is not None:
-                if item is not values[slot]:
-                    raise RuntimeError(f"nvfp4-overlay: upstream did not hand back {slot} as entries.py says")
-                continue
-            out.append(item)
+        """The tensors of upstream's result that are not a parameter handed back, and its floats as
+        0-dim float64 tensors (a fake gives those as tensors already)."""
+        out: List[Any] = []
+        _fresh(self.tree, result, values, out, self.text)
         return out
 
     def assemble(self, values: Mapping[str, Any], fresh: List[Any]) -> Any:
-        tensors = iter(fresh)
-        items = [values[s] if s != "Tensor" and values.get(s) is not None else next(tensors) for s in self.slots]
-        if self.container == "tuple":
-            return tuple(items) if items else None
-        return items if self.container == "list" else items[0]
+        tree = self.tree
+        if tree == ("tuple", ()):
+            return None
+        return _assemble(tree, values, iter(fresh))
+
+
+@functools.lru_cache(maxsize=None)
+def _parse(text: str) -> Any:
+    """ "out" -> "out"; "(a, [b])" -> ("tuple", ("a", ("list", ("b",)))). """
+    text = text.strip()
+    if text[:1] not in ("(", "["):
+        return text
+    kind, depth, parts, start = ("tuple" if text[0] == "(" else "list"), 0, [], 1
+    for i, ch in enumerate(text[1:-1], 1):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:-1])
+    return kind, tuple(_parse(p) for p in parts if p.strip())
+
+
+def _fresh(node: Any, item: Any, values: Mapping[str, Any], out: List[Any], text: str) -> None:
+    if isinstance(node, tuple):
+        items = list(item or ())
+        if len(items) != len(node[1]):
+            raise RuntimeError(f"nvfp4-overlay: upstream returned {len(items)} values, entries.py says {text}")
+        for child, value in zip(node[1], items):
+            _fresh(child, value, values, out, text)
+    elif node == "float":
+        import torch
+
+        out.append(item if isinstance(item, torch.Tensor) else torch.tensor(float(item), dtype=torch.float64))
+    elif node != "Tensor" and values.get(node) is not None:
+        if item is not values[node]:
+            raise RuntimeError(f"nvfp4-overlay: upstream did not hand back {node} as entries.py says")
+    else:
+        out.append(item)
+
+
+def _assemble(node: Any, values: Mapping[str, Any], tensors: Any) -> Any:
+    if isinstance(node, tuple):
+        items = [_assemble(child, values, tensors) for child in node[1]]
+        return tuple(items) if node[0] == "tuple" else items
+    if node == "float":
+        return next(tensors).item()  # upstream's own host read, made after the op
+    if node != "Tensor" and values.get(node) is not None:
+        return values[node]
+    return next(tensors)
 
 
 @dataclass(frozen=True)
@@ -320,6 +370,15 @@ ENTRIES: Dict[str, Entry] = {
         fake=fakes.nvfp4_kv_quantize,
         inert=frozenset({"global_scale", "skip_check"}),
         hidden={"skip_check": ("bool", False)},
+    ),
+    # The paged KV cache (0.6.7 on): ((k_fp4, v_fp4), (k_scales, v_scales), 1 / k_global_sf,
+    # 1 / v_global_sf), the last two host floats. The op takes the whole body: the amax and its host
+    # read when no global scale is given, both fp4_quantize calls, the V-scale swizzle; the wrapper
+    # reads the two floats off the op's outputs, as upstream reads them off its scales.
+    "nvfp4_quantize_paged_kv_cache": Entry(
+        returns="((Tensor, Tensor), (Tensor, Tensor), float, float)",
+        fake=fakes.nvfp4_quantize_paged_kv_cache,
+        inert=frozenset({"k_global_sf", "v_global_sf"}),
     ),
     # A CPU tensor takes upstream's host branch (another kernel, another allocation): not routed.
     "mxfp8_quantize": Entry(

@@ -31,6 +31,9 @@ _NVFP4_LINEAR_HONOURED = RELEASE >= Version("0.6.7")
 # nvfp4_quantize(per_token_activation=True) refuses every backend but cuda up to 0.6.12; from
 # 0.6.13 on the CuTe-DSL kernel takes it too.
 _PER_TOKEN_CUTE_DSL = RELEASE >= Version("0.6.13")
+# From 0.6.8 on, nvfp4_quantize_paged_kv_cache refuses a page size or head_dim its V-scale swizzle
+# cannot take with a ValueError; before, the swizzle's reshape raises.
+_PAGED_KV_CHECKED = RELEASE >= Version("0.6.8")
 # From 0.7.4 on, nvfp4_quantize_cute_dsl's TMA kernel pads the 8x4 layout's rows to 8 as the other does.
 RELEASE_074 = RELEASE >= Version("0.7.4")
 
@@ -181,6 +184,31 @@ def nvfp4_kv_quantize(input: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
     if k % 16 != 0:
         raise ValueError(f"K dimension ({k}) must be divisible by 16")
     return input.new_empty((m, k // 2), dtype=torch.uint8), input.new_empty((m, k // 16), dtype=torch.uint8)
+
+
+def nvfp4_quantize_paged_kv_cache(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, kv_layout: str = "HND",
+) -> Tuple[Tuple[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor]:
+    # (0.6.7 on) fp4_quantize of each cache as (-1, head_dim), linear scales, viewed back in the
+    # cache's own layout; V's scales (and, up to 0.6.7.post3, K's) swizzled into a fresh contiguous
+    # tensor; the two host floats (1 / global_sf) as the op carries them (entries.py, "float").
+    if kv_layout == "NHD":
+        _, page_size, _, head_dim = k_cache.shape
+    else:
+        _, _, page_size, head_dim = k_cache.shape
+    lead = tuple(k_cache.shape[:3])
+    packed, scales = [], []
+    for cache in (k_cache, v_cache):
+        q, sf = fp4_quantize(cache.reshape(-1, head_dim), 16, is_sf_swizzled_layout=False)
+        packed.append(q.reshape(*lead, head_dim // 2))
+        scales.append(sf.view(torch.float8_e4m3fn).reshape(*lead, head_dim // 16))
+    if page_size % 4 != 0 or head_dim % 64 != 0:
+        if _PAGED_KV_CHECKED:
+            raise ValueError("V-scale swizzling requires page_size % 4 == 0 and head_dim % 64 == 0, "
+                             f"got page_size={page_size}, head_dim={head_dim}.")
+        raise RuntimeError(f"shape is invalid for the scale swizzle: page_size={page_size}, head_dim={head_dim}")
+    host = torch.empty((), dtype=torch.float64)
+    return (packed[0], packed[1]), (scales[0], scales[1].contiguous()), host, torch.empty_like(host)
 
 
 def mxfp8_quantize(
