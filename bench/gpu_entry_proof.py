@@ -15,6 +15,8 @@ has, one call per entry point with CUDA tensors:
   for byte;
 - the upstream wheel (where given): the same eager call (its outputs' sha256 against the patched
   wheel's) and the compiled one (which fails, in the JIT loader);
+- nvfp4_quantize_paged_kv_cache (0.6.7+) returns nested tuples and two host floats: its results are
+  flattened in order, each float as a 0-dim float64 tensor (compared as its bytes);
 - 0.6.12+: torch.ops.flashinfer.fp4_quantize(x, s, enable_pdl=True) against the public
   fp4_quantize(x, s, enable_pdl=True), byte for byte.
 """
@@ -57,7 +59,7 @@ def run_child(site: Path, workspace: Path, timeout: float) -> dict[str, Any]:
 
 
 def calls(torch: Any) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
-    """One call per entry point: CUDA tensors, shapes the kernels take (M 128, K 512)."""
+    """One call per entry point (the paged KV cache two): CUDA tensors, shapes the kernels take (M 128, K 512)."""
     g = torch.Generator(device="cuda").manual_seed(0)
 
     def x(*shape: int) -> Any:
@@ -80,6 +82,12 @@ def calls(torch: Any) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:
         "nvfp4_kv_quantize": ((a, scale(a)), {}),
         "mxfp8_quantize": ((a,), {}),
         "mxfp4_quantize": ((a,), {}),
+        # 0.6.7 on: ((k, v), (k_sf, v_sf), float, float); the amax read on the host (no global
+        # scale), then given scales, NHD
+        "nvfp4_quantize_paged_kv_cache": ((x(4, 8, 16, 128), x(4, 8, 16, 128)), {}),
+        "nvfp4_quantize_paged_kv_cache[nhd-given]": ((x(4, 16, 8, 128), x(4, 16, 8, 128)), {
+            "kv_layout": "NHD", "k_global_sf": torch.tensor([3.5], device="cuda"),
+            "v_global_sf": torch.tensor([1.75], device="cuda")}),
     }
 
 
@@ -95,28 +103,37 @@ def child() -> dict[str, Any]:
         return [list(t.shape), list(t.stride()), str(t.dtype)]
 
     def raw(t: Any) -> bytes:
-        return bytes(t.detach().cpu().contiguous().view(torch.uint8).reshape(-1).numpy())
+        return bytes(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
 
     def err(exc: BaseException) -> str:
         return f"{type(exc).__name__}: {str(exc)[:600]}"
 
+    def flat(result: Any) -> list[Any]:
+        # nested results in order; a host float (the paged KV cache's scales) as a 0-dim float64 tensor
+        if isinstance(result, (list, tuple)):
+            return [t for r in result for t in flat(r)]
+        return [torch.tensor(result, dtype=torch.float64) if isinstance(result, float) else result]
+
+    # first: a capture that fails (the paged KV cache's host reads) leaves the context unusable after
+    out["opt_in_op"] = opt_in_op(flashinfer, torch, raw, err)
     for name, (args, kwargs) in calls(torch).items():
-        fn = getattr(flashinfer, name, None)
+        fn = getattr(flashinfer, name.split("[")[0], None)
         if fn is None:
             continue
         rec: dict[str, Any] = {}
         out["entries"][name] = rec
         start = time.monotonic()
         try:
-            eager = fn(*args, **kwargs)
+            eager = flat(fn(*args, **kwargs))
             torch.cuda.synchronize()
-            again = fn(*args, **kwargs)
+            again = flat(fn(*args, **kwargs))
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - a kernel this GPU refuses is a finding too
             rec["eager"] = {"error": err(exc)}
             eager = None
         else:
             rec["eager"] = {"outputs": [meta(t) for t in eager],
+                            "floats": [t.item() for t in eager if t.dim() == 0 and t.dtype == torch.float64],
                             "sha256": [hashlib.sha256(raw(t)).hexdigest() for t in eager],
                             "deterministic": all(raw(a) == raw(b) for a, b in zip(eager, again)),
                             "nonzero": [int(t.view(torch.uint8).count_nonzero()) if t.element_size() == 1
@@ -127,14 +144,15 @@ def child() -> dict[str, Any]:
         def backend(gm: Any, example_inputs: Any) -> Any:
             targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
             (output,) = [n for n in gm.graph.nodes if n.op == "output"]
-            fakes = [meta(n.meta["example_value"]) for n in output.args[0] if "example_value" in n.meta]
+            fakes = [meta(v) if isinstance(v, torch.Tensor) else [type(v).__name__]
+                     for v in (n.meta["example_value"] for n in output.args[0] if "example_value" in n.meta)]
             graphs.append({"targets": targets, "fakes": fakes})
             return gm.forward
 
         torch._dynamo.reset()
         compiled = torch.compile(lambda *a, **k: fn(*a, **k), fullgraph=True, backend=backend)
         try:
-            first = compiled(*args, **kwargs)
+            first = flat(compiled(*args, **kwargs))
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - upstream: dynamo gives up in the JIT loader
             rec["compiled"] = {"error": err(exc)}
@@ -149,7 +167,7 @@ def child() -> dict[str, Any]:
             torch.cuda.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                captured = compiled(*static, **kwargs)
+                captured = flat(compiled(*static, **kwargs))
             for _ in range(3):
                 graph.replay()
             torch.cuda.synchronize()
@@ -158,7 +176,6 @@ def child() -> dict[str, Any]:
                 rec["cuda_graph"]["equal_eager"] = [raw(a) == raw(b) for a, b in zip(captured, eager)]
         except Exception as exc:  # noqa: BLE001
             rec["cuda_graph"] = {"error": err(exc)}
-    out["opt_in_op"] = opt_in_op(flashinfer, torch, raw, err)
     return out
 
 
