@@ -321,6 +321,26 @@ def test_reader_hashes_the_handle_it_reads(tmp_path: Path) -> None:
         assert "demo/mod.py" in reader.names
 
 
+def test_a_file_that_is_neither_the_pin_nor_a_zip_is_refused_as_not_the_pin(tmp_path: Path) -> None:
+    """The digest runs beside the directory checks: a file that fails both (a truncated download, a
+    cache entry overwritten) is refused for its digest, which fetch acts on (it removes a bad cached
+    copy), not as a corrupt zip; a corrupt file that is the pin is refused as corrupt."""
+    from nvfp4_overlay.archive import WheelReader
+    from nvfp4_overlay.errors import HashMismatchError, UnsafeArchiveError
+
+    path = tmp_path / FILENAME
+    path.write_bytes(b"PK\x03\x04 not a zip at all" * 1000)
+    with pytest.raises(HashMismatchError, match=f"does not match {'0' * 64}"):
+        WheelReader(path, sha256="0" * 64)
+    with pytest.raises(UnsafeArchiveError, match="not a readable zip archive") as refused:
+        WheelReader(path, sha256=sha256(path))
+    assert not isinstance(refused.value, HashMismatchError)
+    truncated = tmp_path / "truncated.whl"
+    truncated.write_bytes((DATA / "wheels" / "hash_mismatch.whl").read_bytes()[:-30])
+    with pytest.raises(HashMismatchError):
+        WheelReader(truncated, sha256=sha256(DATA / "wheels" / "hash_mismatch.whl"))
+
+
 def test_fixtures_are_what_the_script_writes(tmp_path: Path) -> None:
     make_fixtures.write(tmp_path)
     for kind in ("wheels", "patches"):

@@ -6,6 +6,7 @@ import hashlib
 import mmap
 import stat
 import struct
+import threading
 import time
 import zipfile
 import zlib
@@ -77,22 +78,31 @@ class WheelReader:
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
             raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
                                      fix="delete it and download it again") from exc
+        # With a pin, the digest is taken on a thread of its own (hashlib drops the GIL) while this
+        # thread parses and checks the central directory and the local headers; the constructor
+        # returns, or refuses, only once it matched, so nothing is decompressed or copied from a
+        # file that is not the pinned one, and a mismatch outranks any other finding about it.
+        digest = _Digest(self._map) if sha256 is not None else None
         try:
-            if sha256 is not None:
-                _check_sha256(path, self._map, sha256)
             self._zip = zipfile.ZipFile(self._file)
             self.infos = {info.filename: info for info in _checked_infos(path, self._zip)}
             self._data_start = _checked_extents(path, self._map, self._zip)
         except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, NotImplementedError) as exc:
-            self._release()
+            self._release(digest, sha256)
             if isinstance(exc, UnsafeArchiveError):
                 raise
             msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
             raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
                                      fix="delete it and download it again") from exc
         except BaseException:
-            self._release()
+            self._release(digest, sha256)
             raise
+        if digest is not None:
+            try:
+                _check_sha256(path, digest.hexdigest(), sha256 or "")
+            except BaseException:
+                self.close()
+                raise
 
     def __enter__(self) -> WheelReader:
         return self
@@ -104,7 +114,14 @@ class WheelReader:
         self._zip.close()
         self._release()
 
-    def _release(self) -> None:
+    def _release(self, digest: _Digest | None = None, sha256: str | None = None) -> None:
+        """Close the map and the file; with a digest still running, wait for it first (it reads the
+        map) and refuse a file that is not the pinned one as such (HashMismatchError)."""
+        if digest is not None:
+            actual = digest.hexdigest()
+            if actual != sha256:
+                self._release()
+                _check_sha256(self.path, actual, sha256 or "")
         try:
             self._map.close()
         except BufferError:  # a caller still holds a slice of a raw copy; the map goes with it
@@ -177,8 +194,21 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
     return iter(i for i in zf.infolist() if not i.is_dir())
 
 
-def _check_sha256(path: Path, data: mmap.mmap, expected: str) -> None:
-    actual = hashlib.sha256(data).hexdigest()  # one call over the map; hashlib drops the GIL
+class _Digest:
+    """sha256 of the whole map, on a thread of its own: one call, during which hashlib drops the GIL."""
+
+    def __init__(self, data: mmap.mmap) -> None:
+        self._found: list[str] = []
+        self._thread = threading.Thread(target=lambda: self._found.append(hashlib.sha256(data).hexdigest()),
+                                        name="wheel-sha256", daemon=True)
+        self._thread.start()
+
+    def hexdigest(self) -> str:
+        self._thread.join()
+        return self._found[0] if self._found else ""  # a digest that failed (no memory) matches no pin
+
+
+def _check_sha256(path: Path, actual: str, expected: str) -> None:
     if actual != expected:
         msg = (
             f"{path}: sha256 {actual} does not match {expected} pinned in upstream.toml "

@@ -99,7 +99,8 @@ def upstream_wheel(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> 
 
 
 def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str = "") -> WheelReader:
-    """Refuse a file whose digest is not the pinned one, before anything reads it as a zip.
+    """Refuse a file whose digest is not the pinned one, before anything is decompressed or copied
+    from it (the reader checks its directory while the digest runs; a mismatch outranks the rest).
 
     With `remove`, the file is deleted (a bad cache entry, or a download that must not be kept).
     """

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import gc
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +43,27 @@ class Built:
     unlisted_patches: tuple[str, ...] = field(default=())
 
 
+@contextlib.contextmanager
+def _no_cycle_collection() -> Iterator[None]:
+    """A build makes some 15,000 small objects per wheel (its members, RECORD rows, entries) that
+    hold no reference cycles; the cyclic collector's passes over them cost 40-50 ms of the 0.55 s
+    0.7.4 build (docs/bench.md). Reference counting frees them as before; collection resumes after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda _: None) -> list[Built]:
     """Build every target's wheels; the dist dir changes only if all of them succeed."""
+    with _no_cycle_collection():
+        return _build_targets(targets, options, log)
+
+
+def _build_targets(targets: Sequence[Target], options: Options, log: Log) -> list[Built]:
     date_time = zip_date_time(options.epoch)
     built: list[Built] = []
     with AtomicWrites(options.dist_dir) as writes:
