@@ -82,8 +82,10 @@ class WheelReader:
         # thread parses and checks the central directory and the local headers; the constructor
         # returns, or refuses, only once it matched, so nothing is decompressed or copied from a
         # file that is not the pinned one, and a mismatch outranks any other finding about it.
-        digest = _Digest(self._map) if sha256 is not None else None
+        digest: _Digest | None = None
         try:
+            if sha256 is not None:
+                digest = _Digest(self._map)
             self._zip = zipfile.ZipFile(self._file)
             self.infos = {info.filename: info for info in _checked_infos(path, self._zip)}
             self._data_start = _checked_extents(path, self._map, self._zip)
