@@ -321,20 +321,7 @@ def _fake_outputs(result: Any, given: list[Any], fakes: list[Any]) -> tuple[list
     float of the result is one too, its carrier (a 0-dim float64 tensor), which no tensor of
     upstream's result stands for.
     """
-    seen = []
-    for value in _flatten(result):
-        if isinstance(value, float):
-            carrier, fakes = (fakes[0] if fakes else None), fakes[1:]
-            if carrier != HOST_FLOAT:
-                seen.append(carrier)
-        elif not isinstance(value, torch.Tensor):
-            continue
-        elif any(value is g for g in given):
-            seen.append(describe(value))
-        else:
-            seen.append(fakes[0] if fakes else None)
-            fakes = fakes[1:]
-    return seen, fakes
+    return _seen(result, given, fakes, None)
 
 
 def _as_seen(result: Any, given: list[Any], fresh: list[Any]) -> list[Any]:
@@ -342,16 +329,23 @@ def _as_seen(result: Any, given: list[Any], fresh: list[Any]) -> list[Any]:
     handed back from the case's inputs (``out=``) as that input, the others as the fake made them, in
     order (a host float's carrier, a 0-dim float64 tensor, stands for no tensor of the result); fresh
     outputs left over (a fake that allocates where upstream hands a parameter back) after."""
-    left = iter(fresh)
+    seen, left = _seen(result, given, fresh, ["missing"])
+    return seen + left
+
+
+def _seen(result: Any, given: list[Any], outputs: list[Any], missing: Any) -> tuple[list[Any], list[Any]]:
+    """Walk the result's values against the outputs the trace made, in order: (what stands for each
+    result tensor, the outputs left over); `missing` where the outputs ran out."""
+    left = list(outputs)
     seen = []
     for value in _flatten(result):
         if isinstance(value, float):
-            carrier = next(left, ["missing"])
+            carrier = left.pop(0) if left else missing
             if carrier != HOST_FLOAT:
                 seen.append(carrier)
         elif isinstance(value, torch.Tensor):
-            seen.append(describe(value) if any(value is g for g in given) else next(left, ["missing"]))
-    return seen + list(left)
+            seen.append(describe(value) if any(value is g for g in given) else left.pop(0) if left else missing)
+    return seen, left
 
 
 def error_summary(exc: BaseException, tree: str) -> dict[str, Any]:
@@ -376,10 +370,6 @@ _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)')
 
 def _clean(text: str, tree: str) -> str:
     return text.replace(tree, "<tree>")
-
-
-def _flatten_tensors(value: Any) -> list[Any]:
-    return [v for v in _flatten(value) if isinstance(v, torch.Tensor)]
 
 
 def lookups_under_fullgraph(box: Box, tree: str) -> dict[str, Any]:
