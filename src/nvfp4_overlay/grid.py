@@ -7,6 +7,8 @@ release's version.json and include/cuda.h), and what of a cell is nvcc's command
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +62,14 @@ def pip_site(root: Path, release: str) -> Path:
     site = root / f"site-packages-{release}"
     home = site.joinpath(*PIP_NVCC)
     if not home.exists():
-        make_toolkit(home.parent, release, ("cuda.h",)).rename(home)
+        root.mkdir(parents=True, exist_ok=True)
+        made = make_toolkit(Path(tempfile.mkdtemp(prefix=".pip-toolkit-", dir=root)), release, ("cuda.h",))
+        home.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            made.rename(home)
+        except OSError:  # made meanwhile by another thread (make_toolkit says why this is safe)
+            pass
+        shutil.rmtree(made.parent, ignore_errors=True)
     return site
 
 
