@@ -67,12 +67,12 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         sys.stdout = out
 
 
-class Box:
+class Box(io_audit.Phased):
     """The faked machine and the recorders, shared by every case of one tree."""
 
     def __init__(self, package: str) -> None:
+        super().__init__()
         self.package = package
-        self.phase = "setup"
         self.events: list[list[str]] = []
         self.launches: list[list[Any]] = []
         self.tactics: list[list[Any]] = []  # the AutoTuner's choices (serving_stubs): [op, while tracing?]
@@ -84,9 +84,7 @@ class Box:
         if io_audit.is_spawn(event):
             self.events.append([event, repr(args[0])[:160]])
         elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.abspath(os.fsdecode(args[0]))
-            if path.startswith(self.package + os.sep) and not io_audit.by_tracer():
-                self.events.append(["open", path[len(self.package) + 1:]])
+            io_audit.add_open(self.events, os.fsdecode(args[0]), self.package + os.sep)
 
 
 def describe(value: Any) -> Any:

@@ -3,11 +3,16 @@
 A process started (any of SPAWN, or an exec) is the wheel's. A file opened is the wheel's unless
 the tracer opened it to read the source it traces: linecache (its messages and stack traces) and
 dynamo's funcname cache (the "# File: ..., code: ..." header of each node it creates, read once per
-file and process, so whichever trace first creates a node in a file pays for that file).
+file and process, so whichever trace first creates a node in a file pays for that file). A module's
+cached bytecode stands for its source: an import reads one or the other, and counts the same.
+
+The probe interpreters write bytecode (probes/serve.py), except while a trace is recorded
+(``Phased``): a module a trace imports is then read, never written, whichever run came first.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from types import FrameType
@@ -20,11 +25,56 @@ def is_spawn(event: str) -> bool:
     return event in SPAWN or event.startswith("os.exec")
 
 
-def by_tracer() -> bool:
-    """Whether the open being audited is the tracer reading source (called from an audit hook)."""
-    frame: FrameType | None = sys._getframe(2)
+def by_tracer(depth: int = 2) -> bool:
+    """Whether the open being audited is the tracer reading source (called from an audit hook, or
+    depth - 2 calls below one)."""
+    frame: FrameType | None = sys._getframe(depth)
     while frame is not None:
         if os.path.basename(frame.f_code.co_filename) in _TRACER_READERS:
             return True
         frame = frame.f_back
     return False
+
+
+def add_open(events: list[list[str]], path: str, root: str) -> None:
+    """An open of `path` as the event of a file under `root` (which ends in a separator), unless the
+    tracer made it. A module's cached bytecode counts as its source, and an open of the file the
+    event before names is that event again: an import looks for the bytecode and then reads the
+    source, and that is one read, as it is when the bytecode is there."""
+    file = source_of(os.path.abspath(path))
+    if not file.startswith(root) or by_tracer(3):
+        return
+    event = ["open", file[len(root):]]
+    if not events or events[-1] != event:
+        events.append(event)
+
+
+def source_of(path: str) -> str:
+    """The file an open stands for: a module's source for its cached bytecode, else the path itself."""
+    if path.endswith(".pyc") and f"{os.sep}__pycache__{os.sep}" in path:
+        try:
+            return importlib.util.source_from_cache(path)
+        except ValueError:
+            pass
+    return path
+
+
+class Phased:
+    """A recorder's phase ("setup", "trace", "after", ...); while "trace", no bytecode is written, so
+    that what a trace records of an import is the read alone, as it would be with bytecode off."""
+
+    def __init__(self) -> None:
+        self._phase = "setup"
+        self._writes = not sys.dont_write_bytecode  # what the interpreter did before the trace
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, value: str) -> None:
+        if value == "trace" and self._phase != "trace":
+            self._writes, sys.dont_write_bytecode = not sys.dont_write_bytecode, True
+        elif value != "trace" and self._phase == "trace":
+            sys.dont_write_bytecode = not self._writes
+        self._phase = value

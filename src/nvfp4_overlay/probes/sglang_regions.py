@@ -150,13 +150,13 @@ def _caused_by_traced(exc: BaseException) -> bool:
     return False
 
 
-class Recorder:
+class Recorder(io_audit.Phased):
     """Which FlashInfer functions dynamo enters from outside FlashInfer, and how each ends."""
 
     def __init__(self, package: str) -> None:
+        super().__init__()
         self.package = package + os.sep
         self.overlay = os.path.join(package, "_nvfp4_overlay") + os.sep
-        self.phase = "setup"
         self.calls: list[dict[str, Any]] = []
         self.events: list[list[str]] = []
         self.open: list[dict[str, Any]] = []
@@ -226,9 +226,7 @@ class Recorder:
         if io_audit.is_spawn(event):
             self.events.append([event, repr(args[0])[:160]])
         elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.abspath(os.fsdecode(args[0]))
-            if path.startswith(self.package) and not io_audit.by_tracer():
-                self.events.append(["open", path[len(self.package):]])
+            io_audit.add_open(self.events, os.fsdecode(args[0]), self.package)
 
 
 def _function(func: Any) -> Any:
