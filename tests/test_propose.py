@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir, write_wheel
+from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream, write_wheel
 
-from nvfp4_overlay import cli, propose
+from nvfp4_overlay import cli, propose, sglang_releases
 from nvfp4_overlay.archive import CopiedMember, NewMember, WheelReader
 from nvfp4_overlay.archive import write_wheel as write_archive
 from nvfp4_overlay.errors import ConfigError
@@ -288,13 +288,15 @@ def test_new_releases_are_ported_checked_and_proposed_end_to_end(tmp_path: Path)
         shutil.copy(PATCHES / "flashinfer-python" / audit, patches / "flashinfer-python")
     shutil.copy(PATCHES / "stacks.toml", patches)
     wheelhouse.mkdir()
-    real = cache_dir() / "wheels"
-    link(real / "flashinfer_python-0.7.4-py3-none-any.whl", wheelhouse)  # the merge's base, pinned
-    repack(real / "flashinfer_python-0.7.4-py3-none-any.whl", "0.7.5", wheelhouse)
+    # The real wheels, fetched (or taken from the shared cache) here: no other test need have run first.
+    flashinfer_0_7_4 = fetch_upstream("flashinfer-python", "0.7.4", patches_dir=PATCHES, cache_dir=cache_dir())
+    sglang_0_5_23 = sglang_releases.upstream_wheel(PATCHES, sglang_releases.Release("0.5.23", carried=False),
+                                                   Source(cache_dir()))  # shipped unpatched: its pin
+    link(flashinfer_0_7_4, wheelhouse)  # the merge's base, pinned
+    repack(flashinfer_0_7_4, "0.7.5", wheelhouse)
     member = "flashinfer/quantization/fp4_quantization.py"
-    repack(real / "flashinfer_python-0.7.4-py3-none-any.whl", "0.7.6", wheelhouse,
+    repack(flashinfer_0_7_4, "0.7.6", wheelhouse,
            {member: lambda data: data.replace(b"def fp4_quantize(", b"def fp4_quantize_v2(")})
-    (sglang_0_5_23,) = real.glob("sglang-0.5.23-*.whl")
     metadata = "sglang-0.5.23.dist-info/METADATA"
     repack(sglang_0_5_23, "0.5.24", wheelhouse,
            {metadata: lambda data: data.replace(b"Requires-Dist: flashinfer_python[cu13]==0.7.2",

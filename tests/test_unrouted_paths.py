@@ -13,6 +13,7 @@ stand in for the GPU, as in the trace ladder.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,19 +69,21 @@ print(json.dumps(out))
 """
 
 
-def _probe(tree: Any, checks: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
-    done = run_python(PROBE.replace("sys.argv[1]", repr(json.dumps(checks))), [tree], timeout=900)
+def _probe(tree: Any, checks: list[tuple[str, str, str]], tmp: Path) -> list[dict[str, Any]]:
+    # The probe's workspace and the stubs' cubin cache (tempfile) land under the test's own tmp_path.
+    done = run_python(PROBE.replace("sys.argv[1]", repr(json.dumps(checks))), [tree], env={"TMPDIR": str(tmp)},
+                      timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     result: list[dict[str, Any]] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
 @pytest.mark.parametrize("release", by_release(["0.6.1", "0.7.4"]))
-def test_what_no_fake_holds_takes_upstreams_path(wheel_tree: Any, release: str) -> None:
+def test_what_no_fake_holds_takes_upstreams_path(wheel_tree: Any, release: str, tmp_path: Path) -> None:
     from packaging.version import Version
 
     checks = [(n, c, e) for n, c, e, since in UNROUTED if Version(release) >= Version(since)]
-    found = _probe(wheel_tree("flashinfer-python", release), checks)
+    found = _probe(wheel_tree("flashinfer-python", release), checks, tmp_path)
     for (name, case, extra), routed, unrouted in zip(checks, found[::2], found[1::2]):
         op = f"nvfp4_overlay.flashinfer_{name}.default"
         assert routed.get("targets", []).count(op) == 1, (name, case, routed)  # the control: the op
