@@ -74,6 +74,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("NVFP4_OVERLAY_CACHE", Path.home() / ".cache" / "nvfp4-overlay"))
 
 
+def private_cache(path: Path) -> Path:
+    """A cache of a test's own for what a synthetic release brings (its wheels, the sha256 the index
+    served for each release it saw), with the shared probe results: those are keyed by every input,
+    the synthetic wheel's sha256 among them (repacked with fixed dates, so the same bytes each run),
+    so a synthetic release probed once is not probed again, and one byte changed is probed afresh."""
+    path.mkdir(parents=True, exist_ok=True)
+    shared = cache_dir() / "oracle"
+    shared.mkdir(parents=True, exist_ok=True)
+    (path / "oracle").symlink_to(shared, target_is_directory=True)
+    return path
+
+
 def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path, offline: bool = False) -> Path:
     """The verified upstream wheel of dist==version that fits this interpreter."""
     from nvfp4_overlay import fetch

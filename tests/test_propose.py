@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream, write_wheel
+from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream, private_cache, write_wheel
 
 from nvfp4_overlay import cli, propose, sglang_releases
 from nvfp4_overlay.archive import CopiedMember, NewMember, WheelReader
@@ -282,7 +282,7 @@ def test_new_releases_are_ported_checked_and_proposed_end_to_end(tmp_path: Path)
     and proposed with its report; 0.7.6 (fp4_quantize renamed) is refused and reported as an issue; SGLang
     0.5.24 (0.5.23's wheel, pinning 0.7.5) becomes a stack over the series this run ported. The cache is
     the test's own: synthetic files never enter the shared one's record of what the index served."""
-    patches, wheelhouse, cache = tmp_path / "patches", tmp_path / "wheelhouse", tmp_path / "cache"
+    patches, wheelhouse, cache = tmp_path / "patches", tmp_path / "wheelhouse", private_cache(tmp_path / "cache")
     shutil.copytree(PATCHES / "flashinfer-python" / "0.7.4", patches / "flashinfer-python" / "0.7.4")
     for audit in ("audit-cuda-versions.json", "audit-serving-api.json"):
         shutil.copy(PATCHES / "flashinfer-python" / audit, patches / "flashinfer-python")

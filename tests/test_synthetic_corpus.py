@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir
+from helpers import OVERLAY, PATCHES, cache_dir, private_cache
 from synthetic_release import repack
 
 from nvfp4_overlay import cli, fetch
@@ -107,7 +107,7 @@ def test_each_release_is_ported_right_or_refused_naming_it(origin: Path, tmp_pat
     house.mkdir()
     (house / origin.name).symlink_to(origin)
     repack(origin, NEW, house, edits)
-    code, output = _refresh(house, tmp_path / "cache")  # a cache of its own: the shared one records what it saw
+    code, output = _refresh(house, private_cache(tmp_path / "cache"))  # the shared one records what it saw
     assert code == expected, output[-3000:]
     for fragment in fragments:
         assert fragment in output, (fragment, output[-3000:])
@@ -121,6 +121,6 @@ def test_a_wheel_whose_metadata_names_another_release_is_an_integrity_refusal(or
     (house / origin.name).symlink_to(origin)
     built = repack(origin, NEW, tmp_path, {})
     repack(built, NEW, house, {}, metadata_version="0.7.6")
-    code, output = _refresh(house, tmp_path / "cache")
+    code, output = _refresh(house, private_cache(tmp_path / "cache"))
     assert code == 3, output[-3000:]
     assert "integrity" in output and "0.7.6" in output

@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 from helpers import OVERLAY, PATCHES, cache_dir, run_python
+from helpers import private_cache as private_cache_at
 from synthetic_release import PIP_NVCC, pip_toolkit_first, repack
 
 from nvfp4_overlay import behaviour, cli, fetch, grid, oracle, probe_runner, wheels
@@ -52,7 +53,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A cache of the tests' own: the shared one records the sha256 of every unpinned release it sees."""
-    return tmp_path_factory.mktemp("cache")
+    return private_cache_at(tmp_path_factory.mktemp("cache"))
 
 
 def _pin(version: str) -> tuple[Any, Any]:
