@@ -76,13 +76,16 @@ def cache_dir() -> Path:
 
 def private_cache(path: Path) -> Path:
     """A cache of a test's own for what a synthetic release brings (its wheels, the sha256 the index
-    served for each release it saw), with the shared probe results: those are keyed by every input,
-    the synthetic wheel's sha256 among them (repacked with fixed dates, so the same bytes each run),
-    so a synthetic release probed once is not probed again, and one byte changed is probed afresh."""
+    served for each release it saw), with the shared probe results and serving-API scans: those are
+    keyed by every input, the synthetic wheel's sha256 or texts among them (repacked with fixed dates,
+    so the same bytes each run), so a synthetic release probed once is not probed again, and one byte
+    changed is probed afresh."""
     path.mkdir(parents=True, exist_ok=True)
-    shared = cache_dir() / "oracle"
-    shared.mkdir(parents=True, exist_ok=True)
-    (path / "oracle").symlink_to(shared, target_is_directory=True)
+    for kept in ("oracle", "api-scan"):  # oracle.Results, fetch.Source.scans_dir
+        shared = cache_dir() / kept
+        shared.mkdir(parents=True, exist_ok=True)
+        if not (path / kept).is_symlink():
+            (path / kept).symlink_to(shared, target_is_directory=True)
     return path
 
 

@@ -8,14 +8,17 @@ one fails here, and api_audit.unclassified names it for refresh, drift and docto
 
 from __future__ import annotations
 
+import json
 import sys
 import zipfile
+from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import PATCHES, ROOT, cache_dir, fetch_upstream
 from packaging.version import Version
 
-from nvfp4_overlay import api_audit
+from nvfp4_overlay import api_audit, api_graph, fetch
 from nvfp4_overlay.manifest import all_targets
 
 RELEASES = sorted((t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"), key=Version)
@@ -90,11 +93,46 @@ def memo() -> api_audit.Memo:
 
 
 def _scan(release: str, memo: api_audit.Memo) -> list[api_audit.PublicFunction]:
-    """The scan of a release's own wheel, afresh (0.7.4, 113 MB of Python: seconds)."""
+    """The scan of a release's own wheel (0.7.4, 113 MB of Python: seconds), or what the cache's
+    store kept of it under the same texts and scanner (test_a_stored_scan_is_taken_only_for_the_same_inputs)."""
     wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
     with zipfile.ZipFile(wheel) as zf:
-        return api_audit.reaching(api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist()
-                                                             if api_audit.scanned(n)}), memo)
+        return api_audit.scan(api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist() if api_audit.scanned(n)}),
+                              memo, fetch.Source(cache_dir()).scans_dir)
+
+
+def test_a_stored_scan_is_taken_only_for_the_same_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store is a cache, never a second opinion: the same texts and scanner give the stored result
+    (in a new process too: the in-process table emptied), one byte changed in a text or in a module
+    of the scanner scans again; an unreadable entry is scanned again and rewritten."""
+    scanned: list[int] = []
+
+    def counting(files: Any, memo: Any = None) -> list[api_audit.PublicFunction]:
+        scanned.append(1)
+        return api_graph.reaching(files, memo)
+
+    monkeypatch.setattr(api_audit, "reaching", counting)
+    store = tmp_path / "api-scan"
+
+    def scan(files: dict[str, str]) -> set[str]:
+        monkeypatch.setattr(api_audit, "_REACHING", {})  # as a new process starts
+        return {f.key for f in api_audit.scan(files, store=store)}
+
+    expected = {f.key for f in api_graph.reaching(SOURCE)}
+    assert "flashinfer.quant.by_alias" in expected
+    assert scan(SOURCE) == expected and len(scanned) == 1
+    assert scan(SOURCE) == expected and len(scanned) == 1  # stored
+    changed = {**SOURCE, "flashinfer/quant.py": SOURCE["flashinfer/quant.py"].replace(
+        "def by_alias(x): return get_module().run(x)", "def by_alias(x): return x")}
+    assert scan(changed) == expected - {"flashinfer.quant.by_alias"} and len(scanned) == 2
+    (entry,) = [p for p in store.iterdir() if json.loads(p.read_text())["functions"] and
+                "flashinfer.quant.by_alias" in {f"{f['module']}.{f['name']}" for f in json.loads(p.read_text())["functions"]}]
+    entry.write_text("{not json")
+    assert scan(SOURCE) == expected and len(scanned) == 3  # unreadable: scanned again
+    assert scan(SOURCE) == expected and len(scanned) == 3  # and rewritten
+    real = api_audit.sha256_file
+    monkeypatch.setattr(api_audit, "sha256_file", lambda path: real(path) + ("x" if path.name == "api_body.py" else ""))
+    assert scan(SOURCE) == expected and len(scanned) == 4  # the scanner changed
 
 
 @pytest.mark.upstream

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir
+from helpers import OVERLAY, PATCHES, cache_dir, private_cache
 from synthetic_release import repack
 
 from nvfp4_overlay import cli, fetch, probe_runner
@@ -64,7 +64,7 @@ def _inputs(wheelhouse: Path, cache: Path) -> list[str]:
 
 def test_drift_flags_the_new_api_as_its_own_state(wheelhouse: Path, tmp_path: Path) -> None:
     code, output, log = _cli("drift", "--dist", "flashinfer-python", "--against", NEW, "--json",
-                             *_inputs(wheelhouse, tmp_path))
+                             *_inputs(wheelhouse, private_cache(tmp_path / "cache")))
     report: dict[str, Any] = json.loads(output)
     assert code == 1, log[-2000:]
     (found,) = report["new_apis"][f"flashinfer-python=={NEW}"]
@@ -74,13 +74,14 @@ def test_drift_flags_the_new_api_as_its_own_state(wheelhouse: Path, tmp_path: Pa
     assert cell["new_apis"] == [FUNCTION]
     assert cell["state"] in ("exact", "offset", "merges")  # the text ports: the new state is the API's
     assert FUNCTION in log  # and the log says what to do
-    code, text, _ = _cli("drift", "--dist", "flashinfer-python", "--against", NEW, *_inputs(wheelhouse, tmp_path))
+    code, text, _ = _cli("drift", "--dist", "flashinfer-python", "--against", NEW,
+                         *_inputs(wheelhouse, private_cache(tmp_path / "cache")))
     assert code == 1 and FUNCTION in text and "new public API function(s)" in text
 
 
 def test_refresh_refuses_the_release_naming_the_new_function(wheelhouse: Path, tmp_path: Path) -> None:
     code, output, log = _cli("refresh", "flashinfer-python", "0.7.4", NEW, "--dry-run", "--json",
-                             *_inputs(wheelhouse, tmp_path))
+                             *_inputs(wheelhouse, private_cache(tmp_path / "cache")))
     assert code == 1, log[-2000:]
     document = json.loads(output)
     assert "refresh refused, nothing written" in document["error"]["message"]

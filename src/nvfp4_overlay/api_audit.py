@@ -9,10 +9,12 @@ module names those the audit does not classify, for refresh, drift, doctor and t
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,10 @@ from typing import Any
 from .api_graph import reaching
 from .api_scan import Memo, PublicFunction, is_public_module, module_name
 from .errors import ConfigError
+from .files import replace_file, sha256_file
 
 __all__ = ["AUDIT", "Audit", "Memo", "PublicFunction", "Rule", "as_json", "is_public_module", "load_audit",
-           "module_name", "new_api", "problem", "reaching", "scan_wheel_files", "unclassified"]
+           "module_name", "new_api", "problem", "reaching", "scan", "scan_wheel_files", "unclassified"]
 
 AUDIT = "audit-serving-api.json"
 # A name with one of these in it is an FP4/FP8/quantization API: only a rule naming it exactly
@@ -88,21 +91,50 @@ def unclassified(functions: Iterable[PublicFunction], audit: Audit) -> list[Publ
 LOADERS = {"jit": "the JIT loader (JitSpec.build_and_load)", "cubin": "the cubin loader (flashinfer.jit.cubin_loader)"}
 
 
-def new_api(files: Mapping[str, str], audit: Audit, memo: Memo | None = None) -> list[PublicFunction]:
+def new_api(files: Mapping[str, str], audit: Audit, memo: Memo | None = None,
+            store: Path | None = None) -> list[PublicFunction]:
     """The release's public functions (files: wheel path -> text) that reach a kernel loader and that
-    the audit does not classify: a new API, which breaks fullgraph=True until the overlay routes it.
+    the audit does not classify: a new API, which breaks fullgraph=True until the overlay routes it."""
+    return unclassified(scan(files, memo, store), audit)
 
-    The scan of one set of texts is done once per process (refresh asks before it ports, and its
-    behaviour checks ask again of the same wheel: 0.7.4 takes seconds each time), and a scan of
-    other texts reuses, by text, what the one before learnt (_MEMO: a release that changes one file
-    of 0.7.4 scans in 4.8 s instead of 12.9 s)."""
+
+def scan(files: Mapping[str, str], memo: Memo | None = None, store: Path | None = None) -> list[PublicFunction]:
+    """Every public function of the release (files: wheel path -> text) that reaches a kernel loader.
+
+    One set of texts is scanned once per process (refresh asks before it ports, and its behaviour
+    checks ask again of the same wheel: 0.7.4 takes seconds each time), and once at all with a
+    store (a directory: the cache's api-scan/): kept there under the digest of the texts, of the
+    scan's own modules and of Python's version (ast's), so one byte changed in any scans again. A
+    scan of other texts reuses, by text, what the one before learnt (_MEMO: a release that changes
+    one file of 0.7.4 scans in 4.8 s instead of 12.9 s)."""
     digest = hashlib.sha256()
     for name in sorted(files):
         digest.update(f"{name}\0{len(files[name])}\0".encode() + files[name].encode("utf-8", "surrogatepass"))
     key = digest.hexdigest()
     if key not in _REACHING:
-        _REACHING[key] = reaching(files, memo or _MEMO)
-    return unclassified(_REACHING[key], audit)
+        _REACHING[key] = _stored(store, key, lambda: reaching(files, memo or _MEMO))
+    return _REACHING[key]
+
+
+# The modules whose code makes a scan's result: a change to any of them is a new key.
+SCANNER = ("api_audit.py", "api_graph.py", "api_scan.py", "api_body.py", "api_text.py")
+
+
+def _stored(store: Path | None, texts: str, compute: Callable[[], list[PublicFunction]]) -> list[PublicFunction]:
+    if store is None:
+        return compute()
+    here = Path(__file__).resolve().parent
+    key = hashlib.sha256("\0".join([texts, *(sha256_file(here / m) for m in SCANNER),
+                                     f"{sys.version_info[0]}.{sys.version_info[1]}"]).encode()).hexdigest()
+    path = store / f"{key[:32]}.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):  # absent or unreadable: scanned again
+        return [PublicFunction(f["module"], f["name"], tuple(f["loaders"]), tuple(f["via"]))
+                for f in json.loads(path.read_text())["functions"]]
+    found = compute()
+    store.mkdir(parents=True, exist_ok=True)
+    rows = [{"module": f.module, "name": f.name, "loaders": list(f.loaders), "via": list(f.via)} for f in found]
+    replace_file(path, json.dumps({"key": key, "functions": rows}).encode())
+    return found
 
 
 _REACHING: dict[str, list[PublicFunction]] = {}  # the digest of a release's texts -> what reaches a loader there

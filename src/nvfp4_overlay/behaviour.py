@@ -230,7 +230,7 @@ def _new_api_problems(target: Target, patches_dir: Path, source: fetch.Source, a
     pin = pinned.wheels[0]  # the public API is the same in each wheel of a release (pure Python)
     with WheelReader(fetch.upstream_wheel(pinned, pin, source)) as reader:
         found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
-                         api_audit.load_audit(audit))
+                         api_audit.load_audit(audit), source.scans_dir)
     return [f"{target}: {api_audit.problem(target.version, fn, audit)}" for fn in found]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -112,12 +113,13 @@ def drift_series(
     return results
 
 
-def new_apis(read: Read, names: Sequence[str], audit: Audit) -> tuple[PublicFunction, ...]:
+def new_apis(read: Read, names: Sequence[str], audit: Audit, store: Path | None = None) -> tuple[PublicFunction, ...]:
     """The public FlashInfer functions of a release (its members: names, read) that reach a kernel
     loader and that the serving-API audit does not classify: a state of the release's own, which needs
-    a person until the overlay routes them or the audit declares them out of scope. Pure: no I/O."""
+    a person until the overlay routes them or the audit declares them out of scope. No I/O but the
+    scan's store (api_audit.scan), when one is given."""
     files = {n: data.decode("utf-8", "replace") for n in names if api_audit.scanned(n) and (data := read(n)) is not None}
-    return tuple(api_audit.new_api(files, audit))
+    return tuple(api_audit.new_api(files, audit, store=store))
 
 
 class _Origin:

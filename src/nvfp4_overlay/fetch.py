@@ -32,6 +32,11 @@ class Source:
     def wheels_dir(self) -> Path:
         return self.cache_dir / "wheels"
 
+    @property
+    def scans_dir(self) -> Path:
+        """The serving-API scans of releases' texts (api_audit.scan), kept under their inputs."""
+        return self.cache_dir / "api-scan"
+
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("NVFP4_OVERLAY_CACHE") or Path.home() / ".cache" / "nvfp4-overlay")

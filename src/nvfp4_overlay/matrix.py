@@ -127,7 +127,7 @@ def run_drift(
                 release = Target(target.dist, version)
                 if release not in opened:
                     opened[release] = _open_release(patches_dir, release, source, stack, matrix, log)
-                    _new_apis(patches_dir, release, opened[release], matrix, log)
+                    _new_apis(patches_dir, release, opened[release], matrix, log, source.scans_dir)
                 found = opened[release]
                 if found is None:
                     continue
@@ -142,13 +142,13 @@ def run_drift(
 
 
 def _new_apis(patches_dir: Path, release: Target, found: tuple[ReleaseWheel, ReleaseFiles] | None, matrix: Matrix,
-              log: Callable[[str], None]) -> None:
+              log: Callable[[str], None], store: Path) -> None:
     """A flashinfer-python release without a series of its own: its public API the audit does not classify.
     (A carried release's is held to the audit by the tests.)"""
     if found is None or release.dist != "flashinfer-python" or found[0].pinned:
         return
     log(f"{release}: scanning its public functions that reach a kernel loader")
-    matrix.new_apis[release] = drift_new_apis(found[1].read, found[1].names, load_audit(patches_dir))
+    matrix.new_apis[release] = drift_new_apis(found[1].read, found[1].names, load_audit(patches_dir), store)
     for fn in matrix.new_apis[release]:
         log(f"warning: {api_audit.problem(release.version, fn, patches_dir)}")
 

@@ -194,7 +194,7 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
     today = datetime.now(timezone.utc).date()
     try:
         # 2b. The release's public API: a new function that reaches a kernel loader needs a person first.
-        _no_new_api(patches_dir, target, wheels[0], matrix, log)
+        _no_new_api(patches_dir, target, wheels[0], matrix, log, source_wheels.scans_dir)
         # 3. The patches regenerated exact against the release, or the refusal with every reason.
         ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
         with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
@@ -245,7 +245,7 @@ def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source,
 
 
 def _no_new_api(patches_dir: Path, target: Target, wheel: ReleaseWheel, matrix: Matrix,
-                log: Callable[[str], None]) -> None:
+                log: Callable[[str], None], store: Path | None = None) -> None:
     """Refused, before anything is built, when the release has public FlashInfer functions that reach a
     kernel loader and the serving-API audit does not classify: a port cannot be judged without them."""
     if target.dist != "flashinfer-python":
@@ -253,7 +253,7 @@ def _no_new_api(patches_dir: Path, target: Target, wheel: ReleaseWheel, matrix: 
     log(f"{target}: scanning its public functions that reach a kernel loader")
     with WheelReader(wheel.path) as reader:
         found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
-                         api_audit.load_audit(patches_dir))
+                         api_audit.load_audit(patches_dir), store)
     matrix.new_apis[target] = found
     if found:
         problems = [api_audit.problem(target.version, fn, patches_dir) for fn in found]
