@@ -86,8 +86,8 @@ def upstream_path(target: Target) -> Path:
     return fetch.upstream_wheel(upstream, pin, source)
 
 
-def build_one(target: Target, dist_dir: Path) -> Path:
-    (built,) = wheels.build_targets([target], wheels.Options(PATCHES, OVERLAY, dist_dir, fetch.Source(cache_dir())))
+def build_one(target: Target, dist_dir: Path, overlay: Path = OVERLAY) -> Path:
+    (built,) = wheels.build_targets([target], wheels.Options(PATCHES, overlay, dist_dir, fetch.Source(cache_dir())))
     return built.wheel
 
 
@@ -396,6 +396,58 @@ def bench_eager_route(work: Path, version: str) -> list[Row]:
     return rows
 
 
+# --- 4c. what routing costs dynamo: tracing a routed call ---------------------------------------------
+
+TRACE_PROBE = EAGER_PROBE.split("result = {}")[0] + r"""
+CALLS = int(sys.argv[3])
+result = {}
+for name in json.loads(sys.argv[2]):
+    routed = getattr(flashinfer, name, None)
+    found = first_case(name, routed) if routed is not None else None
+    if found is None:
+        continue
+    args, kwargs = found
+    times = []
+    for _ in range(3):  # the fastest of three compiles, each from a reset dynamo
+        torch._dynamo.reset()
+        calls = lambda *a: [routed(*a, **kwargs) for _ in range(CALLS)]
+        start = time.perf_counter()
+        torch.compile(calls, fullgraph=True, backend=lambda gm, example: gm.forward)(*args)
+        times.append((time.perf_counter() - start) / CALLS)
+    result[name] = min(times) * 1e3
+print(json.dumps(result))
+"""
+
+
+def bench_trace_route(work: Path, version: str, baseline: str, calls: int = 16) -> list[Row]:
+    """torch.compile(fullgraph=True) of a function that calls one routed entry point `calls` times
+    (the first case of the ladder's table, the kernel a no-op), per call: the checkout's overlay
+    against the overlay of git revision `baseline`, each in a process of its own."""
+    from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+
+    target = Target("flashinfer-python", version)
+    old_overlay = work / "trace-baseline-overlay"
+    old_overlay.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", baseline, "overlay"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old_overlay), "--strip-components=1"], input=archive.stdout, check=True)
+    found = {}
+    for kind, overlay in (("ours", OVERLAY), ("baseline", old_overlay)):
+        tree = work / f"trace-tree-{kind}"
+        with zipfile.ZipFile(build_one(target, work / f"trace-dist-{kind}", overlay)) as zf:
+            zf.extractall(tree, [n for n in zf.namelist() if n.endswith((".py", ".json"))])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), str(ROOT / "src")]))
+        done = subprocess.run([PY, "-c", TRACE_PROBE, str(work / f"trace-ws-{kind}"), json.dumps(ROUTED_CANDIDATES),
+                               str(calls)], capture_output=True, text=True, env=env, check=True)
+        found[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = []
+    for name, ours in found["ours"].items():
+        theirs = found["baseline"].get(name)
+        rows.append(Row(f"tracing a routed `{name}` call, flashinfer {version} ({calls} calls in one fullgraph compile)",
+                        f"{ours:.1f} ms a call", f"{theirs:.1f} ms (overlay at {baseline})" if theirs else "",
+                        f"{ours / theirs:.2f}x" if theirs else "", "", ""))
+    return rows
+
+
 # --- 5. peak memory of the big build ----------------------------------------------------------------
 
 MEMORY_PROBE = r'''
@@ -453,6 +505,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--markdown", metavar="FILE", help="also write the machine line and the table here")
     parser.add_argument("--lookup-version", default="0.6.8.post1", help="flashinfer-python for the lookup rows")
     parser.add_argument("--only", metavar="NAME", action="append", help="only this figure (repeatable), by its name")
+    parser.add_argument("--trace-baseline", default="6226505", metavar="REV",
+                        help="the git revision whose overlay the trace-route figure compares with (default: the "
+                             "last with the generic binder)")
     args = parser.parse_args(argv)
     about = machine()
     rows: list[Row] = []
@@ -466,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ("drift", lambda: bench_drift(work)),
                             ("lookups", lambda: bench_lookups(work, args.lookup_version)),
                             ("eager route", lambda: bench_eager_route(work, args.lookup_version)),
+                            ("trace route", lambda: bench_trace_route(work, args.lookup_version, args.trace_baseline)),
                             ("memory", lambda: bench_memory(work))]:
             if args.only and name not in args.only:
                 continue

@@ -43,7 +43,8 @@ class Result:
     reads it back, as upstream does, after the op: a custom op's own float output is the fake's
     constant to dynamo, which would bake the fake's value into the graph. The op returns the fresh
     tensors only, in order (an op's output may not alias its input); assemble() puts upstream's
-    result back together around them.
+    result back together around them (opaque._traced_path writes the same out as code for dynamo;
+    tests/test_opaque_traced_path.py holds the two together).
     """
 
     text: str

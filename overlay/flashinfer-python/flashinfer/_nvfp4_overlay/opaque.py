@@ -24,6 +24,11 @@ the wrapper puts upstream's result back together. The fake reads only the parame
 every other parameter of the signature must be declared in entries.py as not shaping the outputs
 (``inert``), or the entry point is not routed (a parameter a new release adds is a refusal, never
 passed by silently).
+
+What dynamo traces of a routed call is a function written for the entry point when it is routed
+(_traced_path): it binds the call by upstream's signature and checks, encodes and reassembles with
+no Python call of its own, so that tracing a call costs what the op costs (dynamo inlines every
+call a traced function makes, at milliseconds each: a generic binder cost about 170 ms a call).
 """
 
 import functools
@@ -36,7 +41,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from packaging.version import Version
 
-from .entries import ENTRIES, Entry
+from .entries import ENTRIES, Entry, _parse
 from .fakes import RELEASE
 
 NAMESPACE = "nvfp4_overlay"
@@ -72,28 +77,141 @@ class _Plan:
     op: Any
 
     def wrapper(self) -> Callable[..., Any]:
-        fn, names, positional, defaults, encode, accepts, op = (
-            self.fn, self.names, self.positional, self.defaults, self.encode, self.accepts, self.op)
-        routes, when = self.entry.routes, self.entry.when
-        result_for = self.entry.result_for
+        fn, traced = self.fn, _traced_path(self)
         is_compiling = torch.compiler.is_compiling  # bound once: an eager call pays one call for it
+        upstream_path = _UPSTREAM
 
         @functools.wraps(fn)
         def routed(*args: Any, **kwargs: Any) -> Any:
-            if is_compiling() and len(args) <= len(positional):
-                values = dict(defaults)
-                values.update(zip(positional, args))
-                values.update(kwargs)
-                if (len(values) == len(names)
-                        and all(values[k] in v for k, v in routes.items() if k in values)
-                        and all(ok(values[n]) for n, ok in accepts.items())
-                        and (when is None or when(values))):
-                    fresh = op(*[encode[n](values[n]) if n in encode else values[n] for n in names])
-                    return result_for(values).assemble(values, fresh)
+            if is_compiling():
+                result = traced(*args, **kwargs)
+                if result is not upstream_path:
+                    return result
             return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
 
-        routed.__nvfp4_overlay_op__ = op  # type: ignore[attr-defined]
+        routed.__nvfp4_overlay_op__ = self.op  # type: ignore[attr-defined]
         return _Live(routed, fn) if self.entry.live_attributes else routed
+
+
+class _Upstream:
+    """What the traced path returns for a call the op does not take (upstream's path)."""
+
+    def __repr__(self) -> str:
+        return "<upstream's path>"
+
+
+_UPSTREAM = _Upstream()
+_PREFIX = "_nvfp4_"  # the generated function's own names; no parameter of upstream's may start so
+
+
+def _traced_path(plan: _Plan) -> Callable[..., Any]:
+    """The path a call takes while dynamo traces, written out for this entry point's signature.
+
+    Dynamo inlines every Python call the traced path makes, each at a cost of milliseconds (a
+    generic binder, its generator expressions and the result's parser cost about 170 ms of tracing
+    a call): this function binds the call by its own signature (upstream's, every required
+    parameter defaulted to a marker), checks the routed values, the types the op takes and
+    entries.py's condition in the order the entry gives them, calls the op with each value encoded,
+    and puts upstream's result back together, with no call but the codecs', the condition's and
+    the op's. It returns _UPSTREAM for a call the op does not take: a value it cannot carry, a
+    parameter missing, one too many, or a keyword upstream does not know. Written as source and
+    compiled once when the entry point is routed, as dataclasses writes __init__: no library
+    writes a function for a signature.
+    """
+    fn, entry, names = plan.fn, plan.entry, plan.names
+    if any(n.startswith(_PREFIX) for n in names):
+        raise TypeError(f"a parameter named {_PREFIX}*: the traced path's own names")
+    scope: Dict[str, Any] = {f"{_PREFIX}UPSTREAM": _UPSTREAM, f"{_PREFIX}MISSING": _MISSING,
+                             f"{_PREFIX}op": plan.op, f"{_PREFIX}when": entry.when}
+    signature = inspect.signature(fn)
+    params, slash, star, required = [], False, False, []
+    for p in signature.parameters.values():
+        default = plan.defaults.get(p.name, _MISSING)
+        if default is _MISSING:
+            required.append(p.name)
+        scope[f"{_PREFIX}d_{p.name}"] = default
+        if p.kind is p.POSITIONAL_ONLY:
+            slash = True
+        elif slash:
+            params.append("/")
+            slash = False
+        if p.kind is p.KEYWORD_ONLY and not star:
+            params.append(f"*{_PREFIX}rest")
+            star = True
+        params.append(f"{p.name}={_PREFIX}d_{p.name}")
+    if slash:
+        params.append("/")
+    if not star:
+        params.append(f"*{_PREFIX}rest")
+    for name in names[len(signature.parameters):]:  # the decorators' keywords (entries.py hidden)
+        scope[f"{_PREFIX}d_{name}"] = plan.defaults[name]
+        params.append(f"{name}={_PREFIX}d_{name}")
+    params.append(f"**{_PREFIX}extra")
+    refuse = f"return {_PREFIX}UPSTREAM"
+    body = [f"if {_PREFIX}rest or {_PREFIX}extra:", f"    {refuse}"]
+    body += [line for n in required for line in (f"if {n} is {_PREFIX}MISSING:", f"    {refuse}")]
+    for i, (name, values) in enumerate(entry.routes.items()):
+        if name in names:
+            scope[f"{_PREFIX}routes_{i}"] = values
+            body += [f"if {name} not in {_PREFIX}routes_{i}:", f"    {refuse}"]
+    for name, ok in plan.accepts.items():
+        if ok is _is_tensor:
+            test = f"isinstance({name}, {_PREFIX}Tensor)"
+        elif ok is _is_tensor_or_none:
+            test = f"{name} is None or isinstance({name}, {_PREFIX}Tensor)"
+        else:
+            scope[f"{_PREFIX}accepts_{name}"] = ok
+            test = f"{_PREFIX}accepts_{name}({name})"
+        body += [f"if not ({test}):", f"    {refuse}"]
+    scope[f"{_PREFIX}Tensor"] = torch.Tensor
+    if entry.when is not None:
+        values = ", ".join(f"{n!r}: {n}" for n in names)
+        body += [f"if not {_PREFIX}when({{{values}}}):", f"    {refuse}"]
+    arguments = []
+    for name in names:
+        if name in plan.encode:
+            scope[f"{_PREFIX}encode_{name}"] = plan.encode[name]
+            arguments.append(f"{_PREFIX}encode_{name}({name})")
+        else:
+            arguments.append(name)
+    body.append(f"{_PREFIX}fresh = {_PREFIX}op({', '.join(arguments)})")
+    for i, (name, by_value) in enumerate(entry.variants.items()):  # Entry.result_for, in its order
+        if name not in names:
+            continue
+        for j, (value, returns) in enumerate(by_value.items()):
+            scope[f"{_PREFIX}variant_{i}_{j}"] = frozenset([value])
+            body += [f"if {name} in {_PREFIX}variant_{i}_{j}:",
+                     *("    " + line for line in _assembled(returns, names))]
+    body += _assembled(entry.returns, names)
+    source = (f"def {_PREFIX}traced({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body))
+    code = compile(source, f"<nvfp4-overlay: the traced path of {fn.__name__}>", "exec")
+    exec(code, scope)  # noqa: S102 - our own source, written above from the signature and entries.py
+    traced: Callable[..., Any] = scope[f"{_PREFIX}traced"]
+    traced.__nvfp4_overlay_source__ = source  # type: ignore[attr-defined]
+    return traced
+
+
+_MISSING = inspect.Parameter.empty  # a required parameter's default in the traced path
+
+
+def _assembled(returns: str, names: Sequence[str]) -> List[str]:
+    """The lines that return upstream's result from the op's fresh tensors (Result.assemble, written out)."""
+    tree = _parse(returns)
+    if tree == ("tuple", ()):
+        return ["return None"]
+    expression = _expression(tree, names)
+    return [f"{_PREFIX}tensors = iter({_PREFIX}fresh)", f"return {expression}"]
+
+
+def _expression(node: Any, names: Sequence[str]) -> str:
+    if isinstance(node, tuple):
+        items = [_expression(child, names) for child in node[1]]
+        return f"({''.join(i + ', ' for i in items)})" if node[0] == "tuple" else f"[{', '.join(items)}]"
+    if node == "float":
+        return f"next({_PREFIX}tensors).item()"  # upstream's own host read, made after the op
+    if node != "Tensor" and node in names:  # a parameter handed back when the caller passed one
+        return f"({node} if {node} is not None else next({_PREFIX}tensors))"
+    return f"next({_PREFIX}tensors)"
 
 
 class _Live(functools.partial):  # type: ignore[type-arg]
