@@ -154,6 +154,26 @@ def test_the_cache_runs_a_probe_once_per_inputs_and_again_when_one_byte_changes(
     assert counted == ["flashinfer_trace"] * 5
 
 
+def test_the_engine_is_what_builds_and_unpacks_a_patched_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A patched result's key holds the modules that make its tree (the build, the unpacker and what
+    they import): one byte of one of them is a new key; one byte of an audit, the oracle or the CLI
+    is not (it shapes no patched file, and every patched result would be probed again for nothing)."""
+    engine = oracle.engine_sources()
+    assert {"wheels.py", "patching.py", "archive.py", "metadata.py", "probe_runner.py"} <= engine
+    assert not engine & {"oracle.py", "api_audit.py", "api_scan.py", "behaviour.py", "refresh.py", "cuda_scan.py"}
+    package = tmp_path / "nvfp4_overlay"
+    shutil.copytree(oracle.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(oracle, "PACKAGE", package)
+    before = oracle.engine_digest()
+    for outside in ("api_audit.py", "oracle.py", "cli/commands.py"):
+        (package / outside).write_bytes((package / outside).read_bytes() + b"\n")
+    assert oracle.engine_digest() == before
+    for inside in ("patching.py", "files.py"):  # files.py: imported by the build, not named by ENGINE_ROOTS
+        (package / inside).write_bytes((package / inside).read_bytes() + b"\n")
+        assert oracle.engine_digest() != before
+        before = oracle.engine_digest()
+
+
 @pytest.mark.torch
 def test_the_cache_tells_upstream_wheels_apart(tmp_path: Path, counted: list[str]) -> None:
     results = oracle.Results(tmp_path / "cache")

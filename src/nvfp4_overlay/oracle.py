@@ -59,25 +59,7 @@ def probe_digest(probe: str) -> str:
 def probe_sources(probe: str) -> set[str]:
     """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names, and the
     interpreter every probe runs in (probes/serve.py: what it does before a fork, each run sees)."""
-    seen: set[str] = set()
-    waiting = [probe, "serve"]
-    while waiting:
-        name = waiting.pop()
-        path = PROBES / f"{name}.py"
-        if name in seen or not path.is_file():
-            continue
-        seen.add(name)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level == 1 or module == "nvfp4_overlay.probes":
-                    head = module if node.level == 1 else ""
-                    waiting += [head] if head else [a.name for a in node.names]
-                elif module.startswith("nvfp4_overlay.probes."):
-                    waiting.append(module.split(".")[2])
-            elif isinstance(node, ast.Import):
-                waiting += [a.name.split(".")[2] for a in node.names if a.name.startswith("nvfp4_overlay.probes.")]
-    return {f"{name}.py" for name in seen}
+    return _imported(PROBES, [probe], ["serve"])
 
 
 def patched_inputs(wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist: str, version: str) -> dict[str, str]:
@@ -86,10 +68,46 @@ def patched_inputs(wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist
             "overlay": digest_tree(overlay_dir / dist), "engine": engine_digest()}
 
 
+# What makes a patched tree: wheels.build_targets builds the wheel, probe_runner.unpack unpacks it.
+ENGINE_ROOTS = ("wheels", "probe_runner")
+
+
 def engine_digest() -> str:
-    """The modules that apply a series and write the wheel (the package's top level: any of them
-    may shape a patched file; probes/ and cli/ do not)."""
-    return digest_tree(PACKAGE, sorted(p.name for p in PACKAGE.glob("*.py")))
+    """The modules that apply a series, write the wheel and unpack it: those two and every module of
+    the package they import, however deep (the audits, the oracle and the CLI shape no patched file:
+    a change to them leaves every patched result as it is)."""
+    return digest_tree(PACKAGE, sorted(engine_sources()))
+
+
+def engine_sources() -> set[str]:
+    """ENGINE_ROOTS and the package's top-level modules they import, at any depth, as file names."""
+    return _imported(PACKAGE, ENGINE_ROOTS, ())
+
+
+def _imported(root: Path, names: Sequence[str], also: Sequence[str]) -> set[str]:
+    """names (modules of the directory root) and the modules of root they import, at any depth, as
+    file names; `also` is imported by each of them first (the probe interpreter)."""
+    package = f"nvfp4_overlay{'.' + root.name if root != PACKAGE else ''}"
+    seen: set[str] = set()
+    waiting = [*names, *also]
+    while waiting:
+        name = waiting.pop()
+        path = root / f"{name}.py"
+        if name in seen or not path.is_file():
+            continue
+        seen.add(name)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level == 1 or module == package:
+                    head = module.split(".")[0] if node.level == 1 else ""
+                    waiting += [head] if head else [a.name for a in node.names]
+                elif module.startswith(package + "."):
+                    waiting.append(module[len(package) + 1:].split(".")[0])
+            elif isinstance(node, ast.Import):
+                waiting += [a.name[len(package) + 1:].split(".")[0] for a in node.names
+                            if a.name.startswith(package + ".")]
+    return {f"{name}.py" for name in seen}
 
 
 # --- sides and the result cache ------------------------------------------------------------------------
