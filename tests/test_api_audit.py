@@ -73,6 +73,33 @@ def test_the_scan_follows_every_way_python_names_a_function() -> None:
     assert q + "_private_helper" not in found  # not public
 
 
+def _verdict_by_every_rule(audit: api_audit.Audit, fn: api_audit.PublicFunction) -> api_audit.Rule | None:
+    """Audit.verdict as it was written first, every rule tried: the reference of the indexed one."""
+    exact = [r for r in audit.rules if not api_audit._is_glob(r.name) and r.matches(fn)]
+    found = exact or [r for r in audit.rules if r.matches(fn)]
+    return found[0] if found else None
+
+
+def test_the_indexed_verdict_is_every_rule_tried() -> None:
+    """Each rule's own (module, name), its glob's stars filled in, and a sample of rules' modules
+    crossed with a sample of rules' names and names no rule spells: the verdict by name and then by
+    glob is the first rule the full walk finds, the very same rule."""
+    def concrete(pattern: str) -> str:
+        return pattern.replace("*", "x").replace("?", "y")
+
+    rules = AUDIT.rules
+    pairs = {(concrete(r.module), concrete(r.name)) for r in rules}
+    pairs |= {(concrete(a.module), name) for a in rules[::16]
+              for name in [*(concrete(b.name) for b in rules[::16]), "fp4_quantize", "nvfp4_new_thing", "run"]}
+    classified = 0
+    for module, name in sorted(pairs):
+        fn = api_audit.PublicFunction(module, name, ("jit",), ())
+        expected = _verdict_by_every_rule(AUDIT, fn)
+        assert AUDIT.verdict(fn) is expected, (module, name)
+        classified += expected is not None
+    assert len(pairs) > 1_500 and 0 < classified < len(pairs)
+
+
 def test_a_glob_never_classifies_an_fp4_name() -> None:
     audit = api_audit.Audit((api_audit.Rule("flashinfer.quant*", "*", "out of scope", "family"),))
     fns = [api_audit.PublicFunction("flashinfer.quant", n, ("jit",), ()) for n in ("by_alias", "nvfp4_quantize_v2")]
