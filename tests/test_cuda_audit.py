@@ -71,7 +71,30 @@ def test_the_scan_skips_only_bodies_that_hold_no_site(release: str, monkeypatch:
     files = _python_files(release)
     pruned = cuda_audit.call_sites(files, AUDIT.forwarders())
     monkeypatch.setattr(cuda_scan._Visitor, "may_call", lambda self, node, enclosing: True)
+    monkeypatch.setattr(cuda_scan, "_SCANNED", {})  # walked anew, not the pruned walk's sites remembered
     assert cuda_audit.call_sites(files, AUDIT.forwarders()) == pruned
+
+
+def test_a_file_is_scanned_once_a_process_and_again_when_its_text_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan remembers each file's sites by path, text and forwarders: a release one file away
+    from the last parses that file alone, and the sites are what a scan of nothing remembered finds."""
+    files = {"flashinfer/a.py": "from .jit.cpp_ext import get_cuda_version\ndef f():\n    return get_cuda_version()\n",
+             "flashinfer/b.py": "from .jit.cpp_ext import is_cuda_version_at_least as at\nX = at('12.8')\n",
+             "flashinfer/c.py": "def g():\n    return 1\n"}
+    monkeypatch.setattr(cuda_scan, "_SCANNED", {})
+    parsed: list[str] = []
+    real = cuda_scan._file_sites
+    monkeypatch.setattr(cuda_scan, "_file_sites", lambda path, *a: parsed.append(path) or real(path, *a))
+    first = cuda_scan.call_sites(files)
+    assert [s.key for s in first] == [("flashinfer.a", "f"), ("flashinfer.b", "<module>")]
+    assert cuda_scan.call_sites(files) == first and parsed == ["flashinfer/a.py", "flashinfer/b.py"]
+    changed = {**files, "flashinfer/a.py": files["flashinfer/a.py"].replace("def f():", "def h():")}
+    assert [s.key for s in cuda_scan.call_sites(changed)] == [("flashinfer.a", "h"), ("flashinfer.b", "<module>")]
+    assert parsed == ["flashinfer/a.py", "flashinfer/b.py", "flashinfer/a.py"]
+    assert [s.key for s in cuda_scan.call_sites(files, {"flashinfer.c": frozenset({"g"})})][:1] == [("flashinfer.a", "f")]
+    assert len(parsed) == 6  # other forwarders: every candidate scanned again (c.py names g now)
+    monkeypatch.setattr(cuda_scan, "_SCANNED", {})
+    assert cuda_scan.call_sites(changed) == cuda_scan.call_sites(changed)  # nothing remembered: the same
 
 
 def test_a_call_s_text_is_what_ast_gives() -> None:

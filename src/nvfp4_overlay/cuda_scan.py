@@ -22,6 +22,7 @@ Pure: it reads the file texts it is given.
 from __future__ import annotations
 
 import ast
+import hashlib
 import io
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -49,19 +50,32 @@ def call_sites(files: Mapping[str, str], forwarders: Forwarders | None = None) -
     """Every CUDA-version call in the given files (wheel-relative path -> text), flashinfer/data/ aside."""
     forwarders = forwarders or {}
     names = LOOKUPS | {q.rsplit(".", 1)[-1] for qs in forwarders.values() for q in qs}
+    audit_key = tuple(sorted((k, tuple(sorted(v))) for k, v in forwarders.items()))
     sites: list[CallSite] = []
     for path, text in sorted(files.items()):
         if not path.endswith(".py") or path.startswith("flashinfer/data/"):
             continue
         if "cuda_version" not in text and "version_at_least" not in text and not any(n in text for n in names):
             continue
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        where = _Where(module_name(path), path.endswith("/__init__.py"), forwarders, names)
-        sites += _Visitor(where, text).sites_of(tree)
+        # A file's sites depend on its path, its text and the forwarders alone: consecutive releases
+        # (and a synthetic one, 0.7.4 with one file changed) share most files, scanned once a process.
+        key = (audit_key, path, hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+        if key not in _SCANNED:
+            _SCANNED[key] = tuple(_file_sites(path, text, forwarders, names))
+        sites += _SCANNED[key]
     return sites
+
+
+_SCANNED: dict[tuple[object, str, bytes], tuple[CallSite, ...]] = {}  # (forwarders, path, text digest) -> its sites
+
+
+def _file_sites(path: str, text: str, forwarders: Forwarders, names: frozenset[str]) -> list[CallSite]:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return []
+    where = _Where(module_name(path), path.endswith("/__init__.py"), forwarders, names)
+    return _Visitor(where, text).sites_of(tree)
 
 
 def module_name(path: str) -> str:
