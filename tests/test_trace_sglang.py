@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PATCHES, cache_dir, run_python
+from helpers import OVERLAY, PATCHES, cache_dir, run_python
+
+from nvfp4_overlay import fetch, oracle
+from nvfp4_overlay.manifest import Target, load_upstream
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -257,17 +260,34 @@ def _probe(wheel_tree: Any, version: str, cc: tuple[int, int]) -> dict[str, Any]
 
 @cache  # one subprocess per release, both architectures; the tests below read its report
 def _probe_release(wheel_tree: Any, version: str) -> dict[str, Any]:
-    flashinfer_tree = wheel_tree("flashinfer-python", FLASHINFER_PIN[version], patched=False)
-    config = {
-        "ccs": [SM120, SM100],
-        "upstream_tree": str(wheel_tree("sglang", version, patched=False)),
-        "patched_tree": str(wheel_tree("sglang", version, patched=True)),
-        "overlay_module": OVERLAY_MODULE,
-    }
-    code = f"import sys; sys.argv[1:] = [{json.dumps(json.dumps(config))}]\n" + PROBE
-    proc = run_python(code, path=[flashinfer_tree], timeout=300)
-    assert proc.returncode == 0, f"probe failed for sglang {version}:\n{proc.stderr[-6000:]}"
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """The probe's report, kept in the result cache under everything that makes it (the three
+    wheels, the SGLang series and overlay, the engine, the probe's text, torch, Python): a second
+    session, or the other test worker, reads it instead of running it again."""
+    def run() -> dict[str, Any]:
+        flashinfer_tree = wheel_tree("flashinfer-python", FLASHINFER_PIN[version], patched=False)
+        config = {
+            "ccs": [SM120, SM100],
+            "upstream_tree": str(wheel_tree("sglang", version, patched=False)),
+            "patched_tree": str(wheel_tree("sglang", version, patched=True)),
+            "overlay_module": OVERLAY_MODULE,
+        }
+        code = f"import sys; sys.argv[1:] = [{json.dumps(json.dumps(config))}]\n" + PROBE
+        proc = run_python(code, path=[flashinfer_tree], timeout=300)
+        assert proc.returncode == 0, f"probe failed for sglang {version}:\n{proc.stderr[-6000:]}"
+        report: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return report
+
+    source = fetch.Source(cache_dir())
+    pin = FLASHINFER_PIN[version]
+    inputs = {"flashinfer/upstream": fetch.select_wheels(load_upstream(PATCHES, Target("flashinfer-python", pin)),
+                                                         source)[0].sha256,
+              "sglang/upstream": fetch.select_wheels(load_upstream(PATCHES, Target("sglang", version)), source)[0].sha256,
+              "sglang/patched": oracle.digest_tree(PATCHES / "sglang" / version) + oracle.digest_tree(OVERLAY / "sglang")
+              + oracle.engine_digest()}
+    side = oracle.Side(version, "sglang-fp4-quantize", inputs, lambda: cache_dir())
+    key = oracle.key_of("sglang_fp4_quantize", side, {"probe": hashlib.sha256(PROBE.encode()).hexdigest()})
+    result: dict[str, Any] = oracle.Results(cache_dir() / "oracle").computed("sglang_fp4_quantize", side, key, run)
+    return result
 
 
 OPAQUE_OP = "sglang.flashinfer_fp4_quantize"
