@@ -55,7 +55,16 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
     # triton if it finds it: before any stand-in of it exists (SGLang's @torch.compile imports it).
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
-    return forking.each_tree(plan["trees"], probe_tree, plan.get("jobs", 1))
+    jobs = plan.get("jobs", 1)
+    # One tree at a time (jobs 1): each child hands the next the guarded lines it found.
+    batches = [plan["trees"]] if jobs > 1 else [[tree] for tree in plan["trees"]]
+    out: dict[str, Any] = {}
+    for batch in batches:
+        out.update(forking.each_tree(batch, probe_tree, jobs))
+        for tree in batch:
+            found = out[tree["key"]].pop("guarded_lines", {})
+            sglang_imports.GUARDED.update({path: frozenset(lines) for path, lines in found.items()})
+    return out
 
 
 def probe_tree(tree: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +96,7 @@ def probe_tree(tree: dict[str, Any]) -> dict[str, Any]:
     for region in REGIONS:
         out["regions"][region.name] = forking.in_child(functools.partial(run_region, region, tree, gpu, builds, recorder))
     out["stubbed"] = dict(sorted(sglang_imports.STUBBED.items()))
+    out["guarded_lines"] = {path: sorted(lines) for path, lines in sglang_imports.GUARDED.items()}  # for the next tree
     return out
 
 
