@@ -201,3 +201,49 @@ def test_a_memo_carries_over_unchanged_modules() -> None:
     second = api_graph.reaching(changed, memo)
     assert _keys(second) == _keys(reference.reaching(changed))
     assert set(_keys(second)) == set(_keys(first)) | {"flashinfer.quant.plain"}
+
+
+def _has_word_by_find(text: str, word: str, start: int, end: int, heads: frozenset[str] | None = None,
+                      quoted: bool = False) -> bool:
+    """api_body.has_word as it was first written, one str.find after another: the reference of the
+    remembered positions."""
+    from nvfp4_overlay.api_body import _back, _identifier, _word_before
+
+    at = text.find(word, start, end)
+    while at >= 0:
+        if not _identifier(text, at - 1) and not _identifier(text, at + len(word)):
+            if heads is None:
+                return True
+            before = _back(text, at)
+            if before >= 0 and text[before] == "." and _word_before(text, before) in heads:
+                return True
+            if quoted and before >= 0 and text[before] in "\"'":
+                return True
+        at = text.find(word, at + 1, end)
+    return False
+
+
+def test_a_word_is_found_where_a_search_of_the_text_finds_it() -> None:
+    """Every window of texts built from identifiers, their prefixes and suffixes, dots, quotes,
+    digits, non-ASCII letters and line breaks: the same answer as the str.find search."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from nvfp4_overlay.api_body import has_word, occurrences
+
+    pieces = st.sampled_from(["gen", "gen_x", "x_gen", "core", ".", " ", "\n    ", "'", '"', "2", "é", "_", "(", "getattr"])
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(pieces, max_size=10).map("".join), st.sampled_from(["gen", "core", "gen_x", "getattr"]),
+           st.booleans(), st.booleans())
+    def check(text: str, word: str, with_heads: bool, quoted: bool) -> None:
+        heads = frozenset({"core"}) if with_heads else None
+        for start in range(len(text) + 1):  # every window
+            for end in range(start, len(text) + 2):
+                expected = _has_word_by_find(text, word, start, end, heads, quoted)
+                assert has_word(text, word, start, end, heads, quoted) == expected, (text, word, start, end)
+        found = [i for i in range(len(text)) if text.startswith(word, i)
+                 and _has_word_by_find(text, word, i, i + len(word))]
+        assert list(occurrences(text, word)) == found
+
+    check()

@@ -12,6 +12,8 @@ part, as they do in a walk of the whole def. Where a cut is not Python, the whol
 from __future__ import annotations
 
 import ast
+import bisect
+import functools
 import re
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -176,27 +178,38 @@ def has_word(text: str, word: str, start: int, end: int, heads: frozenset[str] |
               quoted: bool = False) -> bool:
     """Whether text[start:end] holds `word` as a whole identifier; with `heads`, only as an attribute
     of one of them (``core.gen_x``, ``core.\n    gen_x``), or as a quoted constant where `quoted`."""
-    at = text.find(word, start, end)
-    while at >= 0:
-        if not _identifier(text, at - 1) and not _identifier(text, at + len(word)):
-            if heads is None:
-                return True
-            before = _back(text, at)
-            if before >= 0 and text[before] == "." and _word_before(text, before) in heads:
-                return True
-            if quoted and before >= 0 and text[before] in "\"'":
-                return True
-        at = text.find(word, at + 1, end)
+    positions = _positions(text, word)
+    for i in range(bisect.bisect_left(positions, start), len(positions)):
+        at = positions[i]
+        if at + len(word) > end:
+            return False
+        if heads is None:
+            return True
+        before = _back(text, at)
+        if before >= 0 and text[before] == "." and _word_before(text, before) in heads:
+            return True
+        if quoted and before >= 0 and text[before] in "\"'":
+            return True
     return False
 
 
 def occurrences(text: str, word: str) -> Iterator[int]:
     """Where `word` occurs in text as a whole identifier."""
+    return iter(_positions(text, word))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _positions(text: str, word: str) -> tuple[int, ...]:
+    """Where `word` occurs in text as a whole identifier, in order: the fixed point asks a module for
+    one word in one part of it after another (0.7.4: some 250,000 searches), so each word is found
+    in a text once (a text's hash is computed once) and each search after is a bisection."""
+    out = []
     at = text.find(word)
     while at >= 0:
         if not _identifier(text, at - 1) and not _identifier(text, at + len(word)):
-            yield at
+            out.append(at)
         at = text.find(word, at + 1)
+    return tuple(out)
 
 
 def _identifier(text: str, at: int) -> bool:
