@@ -4,7 +4,7 @@
   FlashInfer's code (``torch.cuda.is_available``, ``device_count``, ``get_device_capability``,
   ``get_device_name``, ``get_device_properties``, ``current_device``, ``torch.version.cuda`` 12.9)
   and the truth to torch's own; ``Tensor.cuda()`` is the identity (tensors stay on the CPU), and
-  FlashInfer's ``get_compute_capability`` bindings answer the faked GPU (``trace_probe.fake_capability``);
+  FlashInfer's ``get_compute_capability`` bindings answer the faked GPU (``doctor_trace.fake_capability``);
   before dynamo traces, the stand-ins of absent modules leave ``sys.modules`` (torch looks for
   triton there for itself; SGLang's modules keep theirs);
 - tensors SGLang asks for on a CUDA device while it imports and builds its layers are made on the
