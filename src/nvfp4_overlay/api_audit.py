@@ -95,11 +95,14 @@ def load_audit(patches_dir: Path) -> Audit:
         rules = tuple(Rule(r["module"], r["name"], r["verdict"], r["why"]) for r in raw["rules"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
         msg = f"{path}: cannot read the serving-API audit ({exc}); restore it from git"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, expected="a JSON object with rules of module, name, verdict and why",
+                          found=str(exc), fix=f"git checkout -- {path}") from exc
     bad = [r for r in rules if r.verdict not in ("routed", "pending", "out of scope") or not r.why.strip()]
     if bad:
         msg = f"{path}: rules need a verdict ('routed', 'pending' or 'out of scope') and a reason: {bad[:3]}"
-        raise ConfigError(msg)
+        raise ConfigError(msg, path=path, item=", ".join(f"{r.module}.{r.name}" for r in bad[:3]),
+                          expected="verdict 'routed', 'pending' or 'out of scope', and a reason",
+                          found=", ".join(repr(r.verdict) for r in bad[:3]), fix="give each rule a verdict and a reason")
     return Audit(rules)
 
 

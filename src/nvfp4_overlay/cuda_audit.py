@@ -67,7 +67,8 @@ def load_audit(patches_dir: Path) -> Audit:
         entries = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         msg = f"{path}: cannot read the CUDA-version audit ({exc}); restore it from git"
-        raise ConfigError(msg) from exc
+        raise ConfigError(msg, path=path, expected="a JSON list of call-site entries", found=str(exc),
+                          fix=f"git checkout -- {path}") from exc
     return Audit(tuple(entries))
 
 
