@@ -5,12 +5,13 @@ conftest.py holds the fixtures; test modules import these from here (``from help
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,25 @@ def pinned_releases(dist: str) -> set[str]:
     from nvfp4_overlay.manifest import load_stacks
 
     return {t.version for s in load_stacks(PATCHES).stacks for t in s.targets if t.dist == dist}
+
+
+@contextlib.contextmanager
+def overlay_package(root: Path, name: str, release: str = "0.7.4") -> Iterator[Any]:
+    """The FlashInfer overlay's opaque.py from this checkout, imported as a package of its own (name)
+    under root, as a release's wheel holds it (its _build_meta says `release`)."""
+    import importlib
+    import shutil
+
+    package = root / name
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_build_meta.py").write_text(f'__version__ = "{release}"\n')
+    shutil.copytree(OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay", package / "_nvfp4_overlay")
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module(f"{name}._nvfp4_overlay.opaque")
+    finally:
+        sys.path.remove(str(root))
 
 
 def cache_dir() -> Path:

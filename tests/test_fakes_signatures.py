@@ -10,15 +10,13 @@ signature, and each entry point keeps its minimum of cases. The signatures are r
 from __future__ import annotations
 
 import ast
-import importlib
-import shutil
 import sys
 import types
 import zipfile
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cache_dir, fetch_upstream
+from helpers import OVERLAY, PATCHES, ROOT, cache_dir, fetch_upstream, overlay_package
 from packaging.version import Version
 
 from nvfp4_overlay import api_audit, api_scan
@@ -33,17 +31,8 @@ PACKAGES = ("flashinfer", "flashinfer.fused_moe", "flashinfer.norm", "flashinfer
 @pytest.fixture(scope="module")
 def overlay(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The overlay's modules, imported from this checkout under a package of their own."""
-    root = tmp_path_factory.mktemp("overlay")
-    package = root / "fi_overlay_under_test"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_build_meta.py").write_text('__version__ = "0.7.4"\n')
-    shutil.copytree(OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay", package / "_nvfp4_overlay")
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("fi_overlay_under_test._nvfp4_overlay.opaque")
-    finally:
-        sys.path.remove(str(root))
+    with overlay_package(tmp_path_factory.mktemp("overlay"), "fi_overlay_under_test") as opaque:
+        yield opaque
 
 
 def signatures(release: str, names: list[str]) -> dict[str, list[str]]:

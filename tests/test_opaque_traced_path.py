@@ -21,15 +21,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
-import importlib
-import shutil
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, List, Optional, Union
 
 import pytest
 import torch
-from helpers import OVERLAY
+from helpers import overlay_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -39,17 +37,8 @@ pytestmark = [pytest.mark.torch]
 @pytest.fixture(scope="module")
 def overlay(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """opaque.py from this checkout, imported under a package of its own (0.7.4's release)."""
-    root = tmp_path_factory.mktemp("overlay")
-    package = root / "fi_traced_path_under_test"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "_build_meta.py").write_text('__version__ = "0.7.4"\n')
-    shutil.copytree(OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay", package / "_nvfp4_overlay")
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("fi_traced_path_under_test._nvfp4_overlay.opaque")
-    finally:
-        sys.path.remove(str(root))
+    with overlay_package(tmp_path_factory.mktemp("overlay"), "fi_traced_path_under_test") as opaque:
+        yield opaque
 
 
 class Layout(enum.IntEnum):  # SfLayout's shape: members route, a plain int does not
