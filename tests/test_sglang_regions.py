@@ -174,6 +174,31 @@ def test_the_document_renders_the_committed_table() -> None:
     assert sglang_table.render_into(text, rendered) == text, "run `make sglang-regions-docs`"
 
 
+def test_guarded_lines_are_found_once_per_text(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where an absent module's import is guarded (inside a try that catches ImportError) is found once
+    per file text, wherever the file sits and in whichever child: the patched SGLang tree's copy of an
+    upstream file, or the next child's, is not parsed again; a file that differs is."""
+    from nvfp4_overlay.probes import sglang_imports
+
+    monkeypatch.setattr(sglang_imports, "GUARDED", {})
+    monkeypatch.setattr(sglang_imports, "_BY_PATH", {})
+    parsed: list[bytes] = []
+    find = sglang_imports._find_guarded_lines
+    monkeypatch.setattr(sglang_imports, "_find_guarded_lines", lambda source: parsed.append(source) or find(source))
+    text = "import os\ntry:\n    import zmq\n    x = 1\nexcept ImportError:\n    zmq = None\nimport PIL\n"
+    changed = text.replace("try:\n", "try:\n    import pydantic\n")
+    for name, body in (("upstream", text), ("patched", text), ("changed", changed)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text(body)
+    upstream, patched, other = (str(tmp_path / name / "m.py") for name in ("upstream", "patched", "changed"))
+    assert [sglang_imports._guarded(upstream, n) for n in range(1, 8)] == [False, False, True, True, False, False, False]
+    monkeypatch.setattr(sglang_imports, "_BY_PATH", {})  # the next child: GUARDED handed down, no path seen
+    assert [sglang_imports._guarded(patched, n) for n in range(1, 8)] == [False, False, True, True, False, False, False]
+    assert len(parsed) == 1
+    assert [sglang_imports._guarded(other, n) for n in range(1, 9)] == [False, False, True, True, True, False, False, False]
+    assert len(parsed) == 2
+
+
 @pytest.mark.upstream
 @pytest.mark.parametrize("version", VERSIONS)
 def test_wheel_metadata_pins_the_stacks_flashinfer(version: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import hashlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -228,23 +229,33 @@ def _importer() -> tuple[str, int] | None:
     return None
 
 
-# file -> its guarded lines: found here, or handed down from the child that imported the tree before
-# (sglang_regions.run): every tree child of a release imports the same SGLang files, and finding them
-# parses each file with an absent import (about a third of SGLang's import in the probe).
+# The digest of a file's bytes -> its guarded lines: found here, or handed down from the child that
+# probed the tree before (sglang_regions.run). A release's children import the same files, and its
+# upstream and patched SGLang trees differ in a few of them; finding the lines parses each file with
+# an absent import (about a third of SGLang's import in the probe).
 GUARDED: dict[str, frozenset[int]] = {}
+_BY_PATH: dict[str, frozenset[int]] = {}  # this child's files, read once
 
 
 def _guarded_lines(path: str) -> frozenset[int]:
-    if path not in GUARDED:
-        GUARDED[path] = _find_guarded_lines(path)
-    return GUARDED[path]
+    if path not in _BY_PATH:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = b""
+        key = hashlib.sha256(data).hexdigest()
+        if key not in GUARDED:
+            GUARDED[key] = _find_guarded_lines(data)
+        _BY_PATH[path] = GUARDED[key]
+    return _BY_PATH[path]
 
 
-def _find_guarded_lines(path: str) -> frozenset[int]:
+def _find_guarded_lines(source: bytes) -> frozenset[int]:
     """Lines inside a try body whose handlers catch ImportError (or anything broader)."""
     try:
-        tree = ast.parse(open(path, encoding="utf-8").read())
-    except (OSError, SyntaxError):
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
         return frozenset()
     lines: set[int] = set()
     for node in ast.walk(tree):

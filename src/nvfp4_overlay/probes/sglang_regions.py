@@ -63,7 +63,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         out.update(forking.each_tree(batch, probe_tree, jobs))
         for tree in batch:
             found = out[tree["key"]].pop("guarded_lines", {})
-            sglang_imports.GUARDED.update({path: frozenset(lines) for path, lines in found.items()})
+            sglang_imports.GUARDED.update({digest: frozenset(lines) for digest, lines in found.items()})
     return out
 
 
@@ -96,7 +96,7 @@ def probe_tree(tree: dict[str, Any]) -> dict[str, Any]:
     for region in REGIONS:
         out["regions"][region.name] = forking.in_child(functools.partial(run_region, region, tree, gpu, builds, recorder))
     out["stubbed"] = dict(sorted(sglang_imports.STUBBED.items()))
-    out["guarded_lines"] = {path: sorted(lines) for path, lines in sglang_imports.GUARDED.items()}  # for the next tree
+    out["guarded_lines"] = {digest: sorted(lines) for digest, lines in sglang_imports.GUARDED.items()}  # for the next tree
     return out
 
 
