@@ -9,6 +9,21 @@ import pytest
 from helpers import ReleaseOracle, WheelTree, wheel_trees, write_wheel
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist, the long units first: the network tests (minutes of waiting on the index), then the
+    xdist groups (a release's whole ladder, a synthetic release's build), then the rest in file order.
+
+    xdist hands out work in collection order, so a long unit collected late runs alone at the end while
+    the other workers sit idle. A plain `pytest -p no:xdist` keeps file order (modules stay together).
+    """
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.get_closest_marker("network") else 1 if item.get_closest_marker("xdist_group") else 2
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def wheel_tree(tmp_path_factory: pytest.TempPathFactory) -> WheelTree:
     """wheel_tree(dist, version, patched=True) -> a directory holding the wheel's Python files (helpers.wheel_trees)."""
