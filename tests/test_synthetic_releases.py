@@ -102,8 +102,8 @@ def test_drift_sees_every_hunk_of_0001_apply(wheelhouse: Path, private_cache: Pa
 
 
 @pytest.fixture(scope="module")
-def trees(wheelhouse: Path, private_cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The synthetic release unpacked, upstream and patched with the 0.7.4 series as it stands."""
+def series(wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The 0.7.4 series as it stands, pinning the synthetic release: {"patches", "wheel", "sha256"}."""
     patches = tmp_path_factory.mktemp("patches")
     series = patches / "flashinfer-python" / NEW
     shutil.copytree(PATCHES / "flashinfer-python" / "0.7.4", series)
@@ -111,10 +111,17 @@ def trees(wheelhouse: Path, private_cache: Path, tmp_path_factory: pytest.TempPa
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
     (series / "upstream.toml").write_text(
         f'revision = 3\n\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{digest}"\n')
+    return {"patches": patches, "wheel": wheel, "sha256": digest}
+
+
+@pytest.fixture(scope="module")
+def trees(series: dict[str, Any], wheelhouse: Path, private_cache: Path,
+          tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The synthetic release unpacked, upstream and patched with the 0.7.4 series as it stands."""
     source = fetch.Source(private_cache, wheelhouse=wheelhouse, offline=True)
-    options = wheels.Options(patches, OVERLAY, tmp_path_factory.mktemp("dist"), source)
+    options = wheels.Options(series["patches"], OVERLAY, tmp_path_factory.mktemp("dist"), source)
     (built,) = wheels.build_targets([Target("flashinfer-python", NEW)], options)
-    return {"upstream": probe_runner.unpack(wheel, tmp_path_factory.mktemp("upstream")),
+    return {"upstream": probe_runner.unpack(series["wheel"], tmp_path_factory.mktemp("upstream")),
             "patched": probe_runner.unpack(built.wheel, tmp_path_factory.mktemp("patched"))}
 
 
@@ -163,11 +170,16 @@ def test_with_pips_toolkit_beside_the_systems_the_two_lookups_differ(trees: dict
     assert patched["flags"] == cuda_control.nvcc_flags(True)
 
 
-def test_the_grid_refuses_the_new_lookup_by_behaviour_too(trees: dict[str, Path], tmp_path: Path) -> None:
+def test_the_grid_refuses_the_new_lookup_by_behaviour_too(series: dict[str, Any], trees: dict[str, Path],
+                                                         tmp_path: Path) -> None:
     """Behind the audit, a second line: the grid's layout with pip's toolkit beside the system's hands
-    nvcc other flags patched than upstream, and the verdict says which layout."""
-    results = oracle.Results(None)
-    sides = [oracle.Side(NEW, kind, {"wheel": kind}, lambda kind=kind: trees[kind]) for kind in ("upstream", "patched")]
+    nvcc other flags patched than upstream, and the verdict says which layout. Each half is kept in the
+    shared result cache under its inputs, as a carried release's (the repacked wheel is the same bytes
+    each run)."""
+    results = oracle.Results(cache_dir() / "oracle")
+    inputs = {"upstream": {"wheel": series["sha256"]},
+              "patched": oracle.patched_inputs(series["sha256"], series["patches"], OVERLAY, "flashinfer-python", NEW)}
+    sides = [oracle.Side(NEW, kind, inputs[kind], lambda kind=kind: trees[kind]) for kind in ("upstream", "patched")]
     theirs, ours = (oracle.grid_for(side, results=results, toolkits=tmp_path) for side in sides)
     cells, variants = grid.grid_cells()
     both = {"cells": cells, "variant_names": list(variants), "upstream": theirs["cells"], "patched": ours["cells"],
