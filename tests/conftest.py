@@ -10,7 +10,7 @@ from helpers import ReleaseOracle, WheelTree, wheel_trees, write_wheel
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist, the long units first: the network tests (minutes of waiting on the index), then the
+    """Under xdist, the long units first: the network tests (a minute and more on the index), then the
     xdist groups (a release's whole ladder, a synthetic release's build), then the rest in file order.
 
     xdist hands out work in collection order, so a long unit collected late runs alone at the end while
