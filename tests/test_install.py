@@ -134,7 +134,7 @@ def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> N
 
 
 def fresh_venv(path: Path, *, pip: bool = True, newest_pip: bool = False) -> str:
-    """A venv; with newest_pip, its pip upgraded from the index (venv --upgrade-deps), as a serving host has it."""
+    """A venv; with newest_pip, its pip upgraded from the index (venv --upgrade-deps)."""
     flags = ["--without-pip"] if not pip else ["--upgrade-deps"] if newest_pip else []
     subprocess.run([sys.executable, "-m", "venv", *flags, str(path)], check=True)
     return str(path / "bin" / "python")
