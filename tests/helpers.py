@@ -214,10 +214,9 @@ class ReleaseOracle:
         dist = "flashinfer-python"
         upstream = load_upstream(PATCHES, Target(dist, release))
         (pin,) = fetch.select_wheels(upstream, fetch.Source(cache_dir()))
-        return (oracle.Side(release, "upstream", {"wheel": pin.sha256},
-                            lambda: self.wheel_tree(dist, release, patched=False)),
-                oracle.Side(release, "patched", oracle.patched_inputs(pin.sha256, PATCHES, OVERLAY, dist, release),
-                            lambda: self.wheel_tree(dist, release)))
+        return oracle.release_sides(release, pin.sha256, PATCHES, OVERLAY, dist,
+                                    lambda: self.wheel_tree(dist, release, patched=False),
+                                    lambda: self.wheel_tree(dist, release))
 
     def ladder(self, release: str, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
         if (release, quick) not in self._ladders:

@@ -177,9 +177,8 @@ def test_the_grid_refuses_the_new_lookup_by_behaviour_too(series: dict[str, Any]
     shared result cache under its inputs, as a carried release's (the repacked wheel is the same bytes
     each run)."""
     results = oracle.Results(cache_dir() / "oracle")
-    inputs = {"upstream": {"wheel": series["sha256"]},
-              "patched": oracle.patched_inputs(series["sha256"], series["patches"], OVERLAY, "flashinfer-python", NEW)}
-    sides = [oracle.Side(NEW, kind, inputs[kind], lambda kind=kind: trees[kind]) for kind in ("upstream", "patched")]
+    sides = oracle.release_sides(NEW, series["sha256"], series["patches"], OVERLAY, "flashinfer-python",
+                                 lambda: trees["upstream"], lambda: trees["patched"])
     theirs, ours = (oracle.grid_for(side, results=results, toolkits=tmp_path) for side in sides)
     cells, variants = grid.grid_cells()
     both = {"cells": cells, "variant_names": list(variants), "upstream": theirs["cells"], "patched": ours["cells"],

@@ -204,11 +204,9 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     problems = _audit_problems(target, upstream_wheel, audit or patches_dir)
     if problems:  # the text already refuses the port: no need to probe it (the probes take a minute)
         return [*problems, f"{target}: the CUDA grid and the trace ladder were not run: the audits above refuse first"]
-    upstream = oracle.Side(target.version, "upstream", {"wheel": pin.sha256},
-                           lambda: unpack(upstream_wheel, workdir / "upstream"))
-    patched = oracle.Side(target.version, "patched",
-                          oracle.patched_inputs(pin.sha256, patches_dir, overlay_dir, target.dist, target.version),
-                          lambda: unpack(built.wheel, workdir / "patched"))
+    upstream, patched = oracle.release_sides(target.version, pin.sha256, patches_dir, overlay_dir, target.dist,
+                                             lambda: unpack(upstream_wheel, workdir / "upstream"),
+                                             lambda: unpack(built.wheel, workdir / "patched"))
     # The same cache as the tests': a release probed once is not probed again for the same inputs.
     checks = oracle.Oracle(oracle.Results(source.cache_dir / "oracle"), workdir / "toolkits")
     problems += grid_problems(target.version, checks.grid(upstream, patched))

@@ -123,6 +123,14 @@ class Side:
     tree: Callable[[], Path] = field(compare=False)  # unpacks (and builds) the tree on first use
 
 
+def release_sides(release: str, wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist: str,
+                  upstream_tree: Callable[[], Path], patched_tree: Callable[[], Path]) -> tuple[Side, Side]:
+    """A release's two sides, keyed as every caller keys them: upstream by its wheel, patched by
+    patched_inputs (the series under patches_dir/dist/release)."""
+    return (Side(release, "upstream", {"wheel": wheel_sha256}, upstream_tree),
+            Side(release, "patched", patched_inputs(wheel_sha256, patches_dir, overlay_dir, dist, release), patched_tree))
+
+
 class Results:
     """Probe results under root/<probe>/<release>-<kind>-<key>.json; None: nothing kept.
 
