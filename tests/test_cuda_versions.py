@@ -23,7 +23,8 @@ from helpers import ReleaseOracle, by_release, flashinfer_releases
 
 from nvfp4_overlay import behaviour
 from nvfp4_overlay.behaviour import asks_version, cell_name
-from nvfp4_overlay.grid import compiled_digest, processes
+from nvfp4_overlay.grid import compiled_digest, grid_cells, processes, with_toolkits
+from nvfp4_overlay.probe_runner import run_probe
 from nvfp4_overlay.probes import cuda_control
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
@@ -143,3 +144,21 @@ def test_the_reports_box_builds_sm120f_as_upstream_does(g: dict[str, Any], relea
     for cell, patched in zip(g["cells"], g["patched"], strict=True):
         if cell["torch"] == "12.8" and cell["toolkit_release"] in ("12.9", "13.0") and cell["gpu"] == [12, 0]:
             assert patched["archs"] == [[12, "0f"]], cell_name(cell)
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_the_grids_path_memo_changes_no_cell(release_oracle: ReleaseOracle, release: str) -> None:
+    """The grid remembers how the paths under the tree and the interpreter resolve (cuda_grid's
+    _memo_realpath); the cells are those it finds without the memo, on the same tree: the other
+    layouts and the cu128-torch-with-a-13.0-toolkit row, every GPU. (What a cell records of
+    build.ninja is its cuda_cflags, no path; the include paths resolved are upstream's write_ninja's,
+    the same code in both trees: a wrong resolve would show as an error or a missing module.)"""
+    cells, variants = grid_cells()
+    chosen = with_toolkits([*[c for c in cells if c["torch"] == "12.8" and c["toolkit_release"] == "13.0"],
+                            *variants.values()], release_oracle.oracle.toolkits)
+    tree = {"key": "tree", "path": str(release_oracle.wheel_tree("flashinfer-python", release)), "control_module": True}
+    found = [run_probe("cuda_grid", {"trees": [{**tree, "memo_paths": memo}], "cells": chosen})["tree"]["cells"]
+             for memo in (False, True)]
+    assert found[0] == found[1]
+    # about something: every cell wrote build.ninja files (whose writing resolves the paths)
+    assert all(any("cuda_cflags" in m for m in cell["modules"].values()) for cell in found[1])

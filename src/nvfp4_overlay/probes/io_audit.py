@@ -2,8 +2,9 @@
 
 A process started (any of SPAWN, or an exec) is the wheel's. A file opened is the wheel's unless
 the tracer opened it to read the source it traces: linecache (its messages and stack traces) and
-dynamo's funcname cache (the "# File: ..., code: ..." header of each node it creates, read once per
-file and process, so whichever trace first creates a node in a file pays for that file). A module's
+dynamo's funcname cache (the header of each node it creates, read once per file and process, so
+whichever trace first creates a node in a file pays for that file; the probe interpreter turns it
+off, probes/serve.py, and a probe run outside it still has it). A module's
 cached bytecode stands for its source: an import reads one or the other, and counts the same.
 
 The probe interpreters write bytecode (probes/serve.py), except while a trace is recorded

@@ -5,13 +5,15 @@
 probe's result, or ``{"crash": ...}`` with the tail of what the run wrote to stderr. Each run is a
 fork of this interpreter as it stood before the first request: torch imported, one trivial
 torch.compile done (dynamo's first compile in a process sets up most of what every later one uses),
-no FlashInfer imported, nothing left of an earlier run. oracle.run_probe starts one per thread and
+dynamo's log-only function names off, the libraries a probe's first fork imports anyway (WARM)
+imported, no FlashInfer imported, nothing left of an earlier run. oracle.run_probe starts one per thread and
 keeps it, so a test session pays torch's import (1.4 s) and that first compile (1.7 s) once, not
 once per release and probe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -31,12 +33,14 @@ def main() -> None:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     import torch
 
+    _no_funcname_headers()
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         for name in WARM.get(request["probe"], ()):  # here, once, not in each fork
-            importlib.import_module(name)
+            with contextlib.suppress(ImportError):  # absent: the run's own import says so, with its result
+                importlib.import_module(name)
         # Every temporary file or directory a run makes (a toolkit, a workspace, a cubin cache) lands
         # in a directory of its own, removed once the run ends, however it ended.
         with tempfile.TemporaryFile() as errors, tempfile.TemporaryDirectory(prefix="nvfp4-probe-") as scratch:
@@ -47,9 +51,26 @@ def main() -> None:
         print(json.dumps(result), flush=True)
 
 
+def _no_funcname_headers() -> None:
+    """Dynamo names the function around each node it creates (symbolic_convert.get_funcname) for a
+    header that only its debug log prints, and it does so whether that log is on or not: it tokenizes
+    every file it traces once per process, and every probe run is a new process (12.7% of SGLang
+    0.5.20's region probe, 1.1% of a FlashInfer ladder). The probes print no dynamo log: the name is
+    None, as dynamo gives it for a file it cannot read. Nothing a probe records holds that header."""
+    from torch._dynamo import symbolic_convert
+
+    if hasattr(symbolic_convert, "get_funcname"):
+        symbolic_convert.get_funcname = lambda filename, lineno: None
+
+
 # What a probe imports before its first fork of every run, imported in this interpreter on its first
-# request instead: the SGLang probe's inductor (2-3 s a run; it must come before any stand-in of triton).
-WARM = {"sglang_regions": ("torch._inductor.compile_fx",)}
+# request instead: the SGLang probe's inductor (2-3 s a run; it must come before any stand-in of triton);
+# the libraries of this interpreter that importing any FlashInfer tree imports (requests alone 0.15 s,
+# with these 0.25 s of a 1.0 s import of 0.7.2, paid by each tree a FlashInfer probe forks: they read
+# no environment as they import, so a tree finds them as its own import would leave them).
+_FLASHINFER_IMPORTS = ("requests", "jinja2", "filelock")
+WARM = {"sglang_regions": ("torch._inductor.compile_fx",),
+        "flashinfer_trace": _FLASHINFER_IMPORTS, "cuda_grid": _FLASHINFER_IMPORTS}
 
 
 def _run(request: dict[str, Any], errors: Any, scratch: str) -> Any:
