@@ -28,7 +28,6 @@ sys.path.insert(0, str(ROOT / "tests"))  # helpers: the tests' trees and sides
 import helpers  # noqa: E402
 
 from nvfp4_overlay import behaviour, fetch, grid, oracle, probe_runner, sglang_releases  # noqa: E402
-from nvfp4_overlay.manifest import load_stacks  # noqa: E402
 
 
 def timed(work: Callable[[], Any]) -> float:
@@ -69,8 +68,7 @@ def memo(releases: Sequence[str], repeat: int, root: Path) -> None:
 
 def sglang(versions: Sequence[str], repeat: int, root: Path) -> None:
     releases = {r.version: r for r in sglang_releases.audit_releases(helpers.PATCHES)}
-    pins = {t.version: next(u.version for u in s.targets if u.dist == "flashinfer-python")
-            for s in load_stacks(helpers.PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
+    pins = helpers.sglang_flashinfer_pins()
     print("sglang\tSGLang trees\tregions s (patched FlashInfer, both GPUs)")
     for _ in range(repeat):
         for version in versions:

@@ -64,6 +64,14 @@ def by_release(releases: Sequence[str]) -> list[Any]:
     return [pytest.param(v, id=v, marks=pytest.mark.xdist_group(f"flashinfer-{v}")) for v in releases]
 
 
+def sglang_flashinfer_pins() -> dict[str, str]:
+    """SGLang release -> the flashinfer-python release its stack installs, for every stack with SGLang."""
+    from nvfp4_overlay.manifest import load_stacks
+
+    return {t.version: next(u.version for u in s.targets if u.dist == "flashinfer-python")
+            for s in load_stacks(PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
+
+
 def pinned_releases(dist: str) -> set[str]:
     """The releases of dist that some stack installs: what operators run."""
     from nvfp4_overlay.manifest import load_stacks

@@ -50,15 +50,14 @@ import os
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cache_dir, rotating_sample
+from helpers import OVERLAY, PATCHES, ROOT, cache_dir, rotating_sample, sglang_flashinfer_pins
 
 from nvfp4_overlay import fetch, files, oracle, probe_runner, sglang_audit, sglang_reach, sglang_releases, sglang_table
 from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
 
 RELEASES = sglang_releases.audit_releases(PATCHES)
 BY_VERSION = {r.version: r for r in RELEASES}
-STACK_PIN = {t.version: next(u.version for u in s.targets if u.dist == "flashinfer-python")
-             for s in load_stacks(PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
+STACK_PIN = sglang_flashinfer_pins()
 VERSIONS = [r.version for r in RELEASES]
 # The releases whose upstream stack (upstream SGLang, upstream FlashInfer) is probed afresh and held to
 # the committed table: two a day, every one with NVFP4_OVERLAY_FRESH=1 (make test-releases, weekly).
