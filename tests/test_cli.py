@@ -207,6 +207,16 @@ def test_a_file_given_for_a_directory_or_the_reverse_is_exit_2(argv: list[str], 
     assert (PATCHES / "stacks.toml").read_bytes() == before
 
 
+@pytest.mark.parametrize("target", ["demo=1.0", "==1.0", "demo==abc", "demo==1.0==2"],
+                         ids=["one-equals", "no-dist", "version-words", "two-versions"])
+def test_a_target_that_is_no_dist_and_version_is_exit_2_naming_it(layout: dict[str, Path], target: str) -> None:
+    code, out, err = run("build", target, *cli_args(layout), "--json")
+    assert code == 2, err
+    error = json.loads(out)["error"]
+    assert error["item"] == target and error["expected"] == "DIST==VERSION"
+    assert "refresh" not in error["message"]  # no port to a version that is none
+
+
 def test_a_source_date_epoch_past_zip_dates_is_exit_2(layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "99999999999999999999")
     code, out, err = run("build", "demo==1.0", *cli_args(layout))
