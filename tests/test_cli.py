@@ -179,12 +179,14 @@ BAD_VALUES = {
     "trace-timeout-zero": (["doctor", "--trace-timeout", "0"], "--trace-timeout"),
     "trace-timeout-negative": (["doctor", "--trace-timeout", "-5"], "--trace-timeout"),
     "trace-timeout-nan": (["doctor", "--trace-timeout", "nan"], "--trace-timeout"),
+    "refresh-from-words": (["refresh", "demo", "abc", "1.1"], "FROM_VERSION"),
+    "refresh-to-words": (["refresh", "demo", "1.0", "abc"], "TO_VERSION"),
 }
 
 
 @pytest.mark.parametrize("argv, option", BAD_VALUES.values(), ids=BAD_VALUES.keys())
 def test_a_bad_option_value_is_exit_2_naming_the_option(layout: dict[str, Path], argv: list[str], option: str) -> None:
-    extra = cli_args(layout) if argv[0] == "build" else ["--patches-dir", str(layout["patches"])]
+    extra = cli_args(layout) if argv[0] in ("build", "refresh") else ["--patches-dir", str(layout["patches"])]
     code, out, err = run(*argv, *extra, "--json")
     assert code == 2, err
     error = json.loads(out)["error"]

@@ -179,8 +179,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     p = command("refresh")
     p.add_argument("dist", metavar="DIST", help="flashinfer-python or sglang")
-    p.add_argument("from_version", metavar="FROM_VERSION", help="a release that has a series")
-    p.add_argument("to_version", metavar="TO_VERSION", help="the release to port it to")
+    p.add_argument("from_version", type=_version, metavar="FROM_VERSION", help="a release that has a series")
+    p.add_argument("to_version", type=_version, metavar="TO_VERSION", help="the release to port it to")
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
     p.add_argument("--dry-run", action="store_true", help="port, build and check, but write nothing")
     p.add_argument("--quick", action="store_true",
@@ -275,4 +275,14 @@ def _url(text: str) -> str:
 def _platform(text: str) -> str:
     if not re.fullmatch(r"[a-z0-9_.]+", text):  # a wheel's platform tag (PEP 425): lower case, digits, _ and .
         raise argparse.ArgumentTypeError(f"{text!r} is not a platform tag, e.g. manylinux_2_34_x86_64")
+    return text
+
+
+def _version(text: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a release version (PEP 440), e.g. 0.7.4") from None
     return text
