@@ -151,6 +151,8 @@ def test_bad_input_is_exit_2_and_one_json_document(command: str, table: str) -> 
     assert error["message"] in err and "Traceback" not in err
     if table == "missing-path":
         assert "/no/such/" in error["path"]
+    else:  # what argparse refused (verify and refresh miss their positionals first), not the whole command
+        assert error["item"] in error["found"] and not error["item"].startswith("nvfp4-overlay")
     # Without --json nothing goes to stdout.
     code, out, err = run(*argv)
     assert (code, out) == (2, "")

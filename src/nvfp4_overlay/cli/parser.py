@@ -94,9 +94,11 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         msg = f"{self.prog}: {message}; see '{self.prog} --help'"
-        option = re.match(r"argument ([^:]+):", message)  # argparse names the option it refused this way
-        raise UsageError(msg, item=option.group(1) if option else self.prog, found=message,
-                         fix=f"see '{self.prog} --help'")
+        # argparse names what it refused in one of these ways; the item is that, not the whole command
+        named = re.match(r"argument ([^:]+):|the following arguments are required: (.+)|unrecognized arguments: (.+)",
+                         message)
+        item = next((g for g in named.groups() if g), self.prog) if named else self.prog
+        raise UsageError(msg, item=item, found=message, fix=f"see '{self.prog} --help'")
 
 
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -152,7 +154,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--no-trace", action="store_true",
                    help="skip the live torch.compile(fullgraph=True) check (flashinfer is still imported)")
     p.add_argument("--trace-timeout", type=_seconds, default=300, metavar="SECONDS",
-                   help="give the check this long before calling it hung (default 300)")
+                   help="give doctor's probe this long to answer (default 300; a cold trace takes minutes)")
     _data(p, overlay=False)
     _output(p)
 
