@@ -107,7 +107,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
         return text.replace(f"{PROG} ", f"{prog} ")
 
     top = Parser(prog=prog, description=DESCRIPTION, epilog=spoken(EPILOG))
-    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    top.add_argument("--version", action="version", version=f"{PROG} {__version__}")  # the product, however run
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str) -> argparse.ArgumentParser:
