@@ -40,6 +40,10 @@ def refuse(lacking: list[str]) -> int:
     if Path(sys.executable) == VENV_PYTHON:
         fix = f"{shlex.quote(str(VENV_PYTHON))} -m pip install -e {shlex.quote(str(HERE))}"
         msg = f"{VENV_PYTHON} lacks {', '.join(lacking)}; repair that environment: '{fix}'"
+    elif sys.version_info < (3, 10):  # noqa: UP036 - the door runs there to say so; make wheels would use it too
+        fix = f"make -C {shlex.quote(str(HERE))} wheels PYTHON=python3.12"
+        msg = (f"{sys.executable} is Python {sys.version.split()[0]}; the tool needs 3.10 or newer: run it with one, or "
+               f"make the clone's .venv with one once ('{fix}'), which this command then uses by itself")
     else:
         fix = f"make -C {shlex.quote(str(HERE))} wheels"
         msg = (f"{sys.executable} lacks {', '.join(lacking)} and the clone has no {HERE / '.venv'}; run 'make wheels' "
