@@ -280,6 +280,18 @@ def test_a_reader_gone_away_ends_the_output_quietly_with_the_commands_verdict(ar
     assert b"Traceback" not in err and b"Broken pipe" not in err and b"BrokenPipe" not in err
 
 
+def test_a_broken_pipe_outside_the_cli_s_own_writes_is_not_called_done(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe that breaks where the command's verdict is not known yet (a child's output relayed): exit 1, quietly."""
+    from nvfp4_overlay.cli import listing
+
+    def relayed(ctx: object) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(listing, "cmd_list", relayed)
+    code, out, err = run("list", "--patches-dir", str(PATCHES))
+    assert (code, out, err) == (1, "", "")
+
+
 def test_ctrl_c_is_exit_130_and_under_json_a_document(monkeypatch: pytest.MonkeyPatch) -> None:
     from nvfp4_overlay.cli import listing
 

@@ -40,11 +40,11 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     except OverlayError as exc:
         return _report(exc, as_json, prog)
     except KeyboardInterrupt:
-        msg = ("interrupted (Ctrl-C): the command stopped where it was; what it writes whole (wheels, SHA256SUMS, "
-               "an index) was left as it was; run it again")
+        msg = "interrupted (Ctrl-C): the command stopped where it was (a build leaves the dist dir as it was); run it again"
         return _report(Interrupted(msg, found="SIGINT", fix="run the command again"), as_json, prog)
     except BrokenPipeError:  # a write outside output.say: the verdict is unknown, so it is not "done"
         output.discard(sys.stdout)
+        output.discard(sys.stderr)
         return Exit.NEEDS_PERSON
     except ModuleNotFoundError as exc:  # a dependency this interpreter lacks (build_wheels.py checks the usual ones)
         if (exc.name or "").startswith("nvfp4_overlay"):  # not a dependency: a fault of this package
