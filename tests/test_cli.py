@@ -453,3 +453,15 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
     upstream = installed("0.5.19", False)
     assert upstream is not None
     assert any("ContextVar" in text for by in upstream["inkling_packed_topk"].values() for text in by)
+
+
+def test_a_probe_that_stops_after_its_first_answer_is_exit_1_not_a_traceback(tmp_path: Path) -> None:
+    """The probe named the interpreter, then died before it read the distributions: doctor says so (exit 1);
+    it does not report flashinfer as not installed, nor end in a KeyError."""
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\necho \'{"python": {"version": "3.12.0"}}\'\necho "MemoryError" >&2\nexit 5\n')
+    python.chmod(0o755)
+    code, out, err = run("doctor", "--python", str(python), "--no-trace", "--json", "--patches-dir", str(PATCHES))
+    assert code == 1, err
+    error = json.loads(out)["error"]
+    assert "the probe exited 5: MemoryError" in error["message"] and "not installed" not in error["message"]

@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from . import progress
-from .errors import ConfigError, TimedOut
+from .errors import ConfigError, OverlayError, TimedOut
 from .installed import Finding, check_pin, judge_distribution, sglang_pins
 
 DISTRIBUTIONS = ("flashinfer-python", "sglang")
@@ -78,7 +78,11 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
                f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
         raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
                           fix="name the environment's bin/python")
-    facts.setdefault("distributions", {})
+    if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
+        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
+               f"run doctor again, and report the error if it stays")
+        raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
+                           fix="run doctor again; report the error if it stays")
     timed_out = {"timed_out": True} if code is None else {}
     facts.setdefault("import", {"ok": False, "error": why, **timed_out})
     if trace:
