@@ -35,9 +35,9 @@ def invoked_as() -> str:
     return shlex.join([name if os.path.isabs(python) and shutil.which(name) else python, sys.argv[0]])
 
 
-def refuse(lacking: list[str]) -> int:
+def refuse(lacking: list[str], *, in_venv: bool) -> int:
     """Exit 2, as the CLI reports a bad environment: a sentence on stderr, and under --json a document on stdout."""
-    if Path(sys.executable) == VENV_PYTHON:
+    if in_venv:
         fix = f"{shlex.quote(str(VENV_PYTHON))} -m pip install -e {shlex.quote(str(HERE))}"
         msg = f"{VENV_PYTHON} lacks {', '.join(lacking)}; repair that environment: '{fix}'"
     elif sys.version_info < (3, 10):  # noqa: UP036 - the door runs there to say so; make wheels would use it too
@@ -59,16 +59,18 @@ def refuse(lacking: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    handed_over = PROG in os.environ  # this is .venv's interpreter, started by the door: never hand over twice
     prog = os.environ.pop(PROG, None) or invoked_as()
+    in_venv = handed_over or Path(sys.executable) == VENV_PYTHON
     lacking = missing()
-    if lacking and VENV_PYTHON.is_file() and Path(sys.executable) != VENV_PYTHON:
+    if lacking and VENV_PYTHON.is_file() and not in_venv:
         os.environ[PROG] = prog
         try:
             os.execv(VENV_PYTHON, [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
         except OSError:  # .venv's python does not run (moved, another machine's): say what to do, below
             os.environ.pop(PROG)
     if lacking:
-        sys.exit(refuse(lacking))
+        sys.exit(refuse(lacking, in_venv=in_venv))
     sys.path.insert(0, str(HERE / "src"))
     from nvfp4_overlay.cli import main
 

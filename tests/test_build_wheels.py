@@ -99,3 +99,17 @@ def test_the_door_checks_what_pyproject_requires() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     names = {re.split(r"[ <>=;\[]", d, maxsplit=1)[0] for d in declared}
     assert {"tomli"} | set(build_wheels.REQUIRES) == names
+
+
+def test_a_venv_interpreter_that_reports_another_executable_is_entered_once(tmp_path: Path) -> None:
+    """.venv/bin/python as a launcher (sys.executable then names another file): the door hands over once, and that
+    interpreter, lacking the dependencies, is told so; it does not hand over again, forever."""
+    root = clone(tmp_path, venv=False)
+    launcher = root / ".venv" / "bin" / "python"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(f'#!/bin/sh\nexec {SYSTEM_PYTHON} -I -S "$@"\n')
+    launcher.chmod(0o755)
+    done = subprocess.run([SYSTEM_PYTHON, "-I", "-S", "build_wheels.py", "list"], cwd=root, check=False,
+                          capture_output=True, text=True, timeout=120)  # a loop would never end: fail, not hang
+    assert done.returncode == 2
+    assert f"{launcher} lacks" in done.stderr
