@@ -181,6 +181,7 @@ BAD_VALUES = {
     "trace-timeout-zero": (["doctor", "--trace-timeout", "0"], "--trace-timeout"),
     "trace-timeout-negative": (["doctor", "--trace-timeout", "-5"], "--trace-timeout"),
     "trace-timeout-nan": (["doctor", "--trace-timeout", "nan"], "--trace-timeout"),
+    "trace-timeout-huge": (["doctor", "--trace-timeout", "1e12"], "--trace-timeout"),
     "refresh-from-words": (["refresh", "demo", "abc", "1.1"], "FROM_VERSION"),
     "refresh-to-words": (["refresh", "demo", "1.0", "abc"], "TO_VERSION"),
 }

@@ -8,13 +8,13 @@ which the CLI reports like any other error: exit 2, and under --json a JSON docu
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from typing import NoReturn
 
 from .. import __version__
 from ..errors import UsageError
 
+DAY = 86400  # the longest --trace-timeout
 PROG = "nvfp4-overlay"  # the installed command; from a clone `python build_wheels.py` (cli.main's prog)
 
 DESCRIPTION = """\
@@ -247,9 +247,9 @@ def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0, e.g. 600")
+        value = float("nan")
+    if not 0 < value <= DAY:  # NaN too; past 24.8 days the wait's poll() overflows (milliseconds in a C int)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and up to {DAY}, e.g. 600")
     return value
 
 
