@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -316,7 +317,7 @@ def test_sigint_while_a_child_runs_is_exit_130_and_a_document(tmp_path: Path) ->
     with _cli("doctor", "--python", str(python), "--no-trace", "--json", stdout=subprocess.PIPE,
               stderr=subprocess.PIPE) as proc:
         while not started.exists() and proc.poll() is None:
-            os.sched_yield()
+            time.sleep(0.01)  # until the probe runs: the signal then lands in doctor's wait on it
         os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate()
     assert proc.returncode == 130, err.decode()
