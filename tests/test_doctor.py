@@ -215,7 +215,7 @@ def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -
     ("init", "args", "error"),
     [
         pytest.param("import os\nos._exit(7)\n", (), "the probe exited 7", id="crash"),
-        pytest.param("import time\ntime.sleep(600)\n", ("--trace-timeout", "20"), "hung: no answer within 20 s", id="hang"),
+        pytest.param("import time\ntime.sleep(600)\n", ("--trace-timeout", "20"), "no answer within 20 s (--trace-timeout)", id="hang"),
         pytest.param("raise ImportError('no kernels here')\n", (), "import flashinfer: builtins.ImportError: no kernels here", id="import-error"),
     ],
 )

@@ -6,7 +6,9 @@ The fixtures are under tests/data/, named by scenario; tests/data/make_fixtures.
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -216,6 +218,46 @@ def test_the_good_fixture_builds(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert built.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as any file written here, not mkstemp's 0600
     assert not [p for p in project.dist.iterdir() if p.name.startswith(".")]
     assert cli.main(["verify", str(built), "--patches-dir", str(tmp_path / "patches")]) == 0
+
+
+# A full disk, a read-only or foreign dist dir: the path, the fix for that errno and the option that points
+# elsewhere, exit 2, and the dist dir as it was. The fault is injected where the OS raises it: the wheel's
+# bytes written to the open temporary file (ENOSPC names no file), the temporary file made (EROFS, EACCES).
+DISK_FAULTS = {
+    "full": (errno.ENOSPC, "write", "free space on that file system, or point --dist-dir at another disk"),
+    "read-only": (errno.EROFS, "mkstemp", "point --dist-dir at a writable directory"),
+    "not-ours": (errno.EACCES, "mkstemp", "fix its permissions, or point --dist-dir at a directory this user may"),
+}
+
+
+@pytest.mark.parametrize("code, where, fix", DISK_FAULTS.values(), ids=DISK_FAULTS.keys())
+def test_a_disk_that_refuses_the_write_names_the_path_and_the_fix(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        code: int, where: str, fix: str) -> None:
+    from nvfp4_overlay import files, wheels
+
+    project = make_project(tmp_path, Case())
+    before = snapshot(project.dist)
+    if where == "write":
+        real = wheels.write_wheel
+
+        def write_wheel(out: object, *args: object) -> str:
+            real(out, *args)  # the bytes go to the temporary file's buffer; the disk refuses them
+            raise OSError(code, os.strerror(code))
+
+        monkeypatch.setattr(wheels, "write_wheel", write_wheel)
+    else:
+        def mkstemp(*args: object, dir: str, **kwargs: object) -> tuple[int, str]:
+            raise OSError(code, os.strerror(code), os.path.join(dir, ".demo.tmp"))
+
+        monkeypatch.setattr(files.tempfile, "mkstemp", mkstemp)
+    assert cli.main(project.argv("--json")) == 2
+    out, err = capsys.readouterr()
+    error = json.loads(out)["error"]
+    assert str(project.dist) in error["path"] and error["item"] == "--dist-dir"
+    assert fix in error["fix"] and os.strerror(code) in err and str(project.dist) in err
+    assert "Traceback" not in err
+    assert snapshot(project.dist) == before
 
 
 @pytest.mark.parametrize("dist_exists", [True, False], ids=["dist-dir-in-use", "no-dist-dir"])

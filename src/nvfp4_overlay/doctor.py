@@ -23,7 +23,7 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from . import progress
-from .errors import ConfigError
+from .errors import ConfigError, OverlayError, TimedOut
 from .installed import Finding, check_pin, judge_distribution, sglang_pins
 
 DISTRIBUTIONS = ("flashinfer-python", "sglang")
@@ -66,16 +66,27 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
         except ValueError:
             continue
     tail = (stderr.strip().splitlines() or [""])[-1]
-    why = f"hung: no answer within {timeout:g} s" if code is None else f"the probe exited {code}"
+    why = f"no answer within {timeout:g} s (--trace-timeout)" if code is None else f"the probe exited {code}"
     why += f": {tail}" if tail else ""
+    if code is None and "distributions" not in facts:  # slow or hung: nothing says the interpreter is broken
+        msg = (f"--python {python}: doctor's probe gave {why} before it had read the installed distributions; "
+               f"a cold start on a busy machine can take that long: run doctor again with a larger --trace-timeout")
+        raise TimedOut(msg, item="--trace-timeout", path=python, expected=f"an answer within {timeout:g} s",
+                       found="no answer", fix=f"--trace-timeout {max(600, 4 * timeout):g}")
     if "python" not in facts:
         msg = (f"--python {python}: it did not run doctor's probe ({why}); name the serving environment's "
                f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
         raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
                           fix="name the environment's bin/python")
-    facts.setdefault("import", {"ok": False, "error": why})
+    if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
+        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
+               f"run doctor again, and report the error if it stays")
+        raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
+                           fix="run doctor again; report the error if it stays")
+    timed_out = {"timed_out": True} if code is None else {}
+    facts.setdefault("import", {"ok": False, "error": why, **timed_out})
     if trace:
-        facts.setdefault("trace", {"ok": False, "error": why})
+        facts.setdefault("trace", {"ok": False, "error": why, **timed_out})
     return facts
 
 
@@ -162,6 +173,9 @@ def _judge_import(flashinfer: dict[str, Any], imported: dict[str, Any], fix_torc
         finding.problems.append(
             f"flashinfer-python is not installed in {python}; install a stack's wheels there "
             f"('nvfp4-overlay install --stack NAME --python {python}' prints the commands)")
+    elif imported.get("timed_out"):  # slow or hung, not shown broken: no reinstall advised
+        finding.problems.append(f"flashinfer-python {flashinfer['version']} gave {imported['error']} while it "
+                                f"imported in {python}; run doctor again with a larger --trace-timeout")
     elif not imported.get("ok"):
         error = imported.get("error") or "no answer"
         fix = (fix_torch if "torch" in error else
@@ -188,9 +202,12 @@ def _judge_gpu(gpu: dict[str, Any] | None, fix_torch: str, finding: Finding) -> 
 
 def _judge_trace(trace: dict[str, Any], finding: Finding) -> None:
     entries = trace.get("entries") or {}
-    if not entries and trace.get("cause") is None:  # no-torch and no-import are judged above, with their fix
-        finding.problems.append(f"the trace check did not run: {trace.get('error')}; run doctor again, with "
-                                f"--trace-timeout SECONDS if it hung, and report the error if it stays")
+    if trace.get("timed_out"):
+        finding.problems.append(f"the trace check gave {trace.get('error')}; it compiles every routed entry point, "
+                                f"which takes minutes on a cold cache: run doctor again with a larger --trace-timeout")
+    elif not entries and trace.get("cause") is None:  # no-torch and no-import are judged above, with their fix
+        finding.problems.append(f"the trace check did not run: {trace.get('error')}; run doctor again, and report "
+                                f"the error if it stays")
     for name, entry in entries.items():
         if not entry.get("ok"):
             finding.problems.append(

@@ -19,7 +19,7 @@ class Exit(IntEnum):
     NEEDS_PERSON = 1  # a patch did not apply, drift a person must look at, an unpatched install
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
-    INTERRUPTED = 130
+    INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
 
 
 class OverlayError(Exception):
@@ -68,6 +68,18 @@ class Refused(PatchError):
 
     def data(self) -> dict[str, Any]:
         return {**super().data(), **({"problems": list(self.problems)} if self.problems else {})}
+
+
+class Interrupted(OverlayError):
+    """Ctrl-C (SIGINT): the command stopped where it was; what it writes whole was not written (exit 130)."""
+
+    exit_code = Exit.INTERRUPTED
+
+
+class TimedOut(OverlayError):
+    """A child process gave no answer within the time it was given: slow or hung, not proven broken (exit 1)."""
+
+    exit_code = Exit.NEEDS_PERSON
 
 
 class StepFailed(OverlayError):

@@ -78,9 +78,12 @@ def replace_file(path: Path, data: bytes) -> None:
             out.write(data)
         os.chmod(temp, 0o666 & ~_umask())  # mkstemp makes 0600 files
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(temp).unlink(missing_ok=True)
-        raise
+        named = _naming(exc, path)
+        if named is exc:
+            raise
+        raise named from exc
 
 
 def replace_dir(staged: Path, target: Path) -> None:
@@ -123,7 +126,10 @@ class AtomicWrites:
             missing = [d for d in (self.directory, *self.directory.parents) if not d.exists()]
             self.directory.mkdir(parents=True, exist_ok=True)
             self._made += missing  # deepest first, the order rmdir needs
-        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
+        try:
+            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
+        except OSError as exc:  # read-only, not ours: name the directory, not the temporary name it refused
+            raise OSError(exc.errno, exc.strerror, str(self.directory)) from exc
         self._pending.append((Path(temp), self.directory / name))
         return os.fdopen(fd, "wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
 
@@ -135,7 +141,8 @@ class AtomicWrites:
         self._pending.clear()
         self._made.clear()
 
-    def __exit__(self, exc_type: object, *exc: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
+        writing = self._pending[-1][1] if self._pending else self.directory
         for temp, _ in self._pending:  # not committed: an error happened, leave the directory as it was
             temp.unlink(missing_ok=True)
         self._pending.clear()
@@ -145,6 +152,16 @@ class AtomicWrites:
             except OSError:
                 break
         self._made.clear()
+        if exc is not None and (named := _naming(exc, writing)) is not exc:
+            raise named from exc
+
+
+def _naming(exc: BaseException, path: Path) -> BaseException:
+    """A write's OSError (ENOSPC, EDQUOT, EIO: write() and close() name no file) with the file it was writing,
+    so that the message can say where; any other exception as it is."""
+    if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+        return OSError(exc.errno, exc.strerror, str(path))
+    return exc
 
 
 def _umask() -> int:

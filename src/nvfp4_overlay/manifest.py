@@ -233,6 +233,10 @@ def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str],
                 msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
                 raise ConfigError(msg, item=text, expected="DIST==VERSION", found=text,
                                   fix="name it as flashinfer-python==0.6.1")
+            if not _is_version(version):
+                msg = f"target {text!r}: {version!r} is not a release version (PEP 440), e.g. flashinfer-python==0.6.1"
+                raise ConfigError(msg, item=text, expected="DIST==VERSION", found=version,
+                                  fix="name it as flashinfer-python==0.6.1")
             targets.append(Target(canonicalize_name(dist), version))
         return targets
     if stack == "all":

@@ -3,50 +3,94 @@
 parser.py holds the arguments and their help, context.py checks the paths and variables they name
 before any work starts; build.py, listing.py, serve.py, doctor.py and commands.py run the commands, each module
 imported only when its command runs, so the CLI starts without the build machinery. Errors are
-rendered here, once: a sentence on stderr, and with --json their data on stdout (argument errors too).
+rendered here, once: a sentence on stderr, and with --json their data on stdout (argument errors too,
+a full disk, Ctrl-C); output.py writes it all, so that a closed pipe ends the output, not the command.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
-import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import progress
-from ..errors import ConfigError, Exit, OverlayError
+from ..errors import ConfigError, Exit, Interrupted, OverlayError
+from . import output
 from .context import Context
-from .parser import COMMANDS, parser
+from .parser import COMMANDS, PROG, parser
 
 __all__ = ["main"]
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
+    """Run one command; `prog` is how the user ran the tool, for the commands its messages suggest."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv  # until the arguments are parsed
+    ctx: Context | None = None
     try:
-        args = parser().parse_args(argv)
-    except OverlayError as exc:  # argparse's own errors (UsageError): before any option is known, --json is read raw
-        return _report(exc, "--json" in argv)
-    try:
-        ctx = Context(args)
+        args = parser(prog).parse_args(argv)  # argparse's own errors raise UsageError
+        as_json = bool(getattr(args, "json", False))
+        ctx = Context(args, prog)
         module = importlib.import_module(f"{__name__}.{COMMANDS[args.command][0]}")
         run = getattr(module, f"cmd_{args.command}")
         with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
             return int(run(ctx))
     except OverlayError as exc:
-        return _report(exc, args.json)
-    except OSError as exc:  # a path at the edge: unreadable, unwritable, a file where a directory should be
-        where = exc.filename or "a file"
-        msg = f"{where}: {exc.strerror or exc}; check the path and its permissions"
-        return _report(ConfigError(msg, path=exc.filename, found=exc.strerror, fix="check the path and its permissions"),
-                       args.json)
+        return _report(exc, as_json, prog)
     except KeyboardInterrupt:
-        return Exit.INTERRUPTED
+        msg = "interrupted (Ctrl-C): the command stopped where it was (a build leaves the dist dir as it was); run it again"
+        return _report(Interrupted(msg, found="SIGINT", fix="run the command again"), as_json, prog)
+    except BrokenPipeError:  # a write outside output.say: the verdict is unknown, so it is not "done"
+        output.discard(sys.stdout)
+        output.discard(sys.stderr)
+        return Exit.NEEDS_PERSON
+    except ModuleNotFoundError as exc:  # a dependency this interpreter lacks (build_wheels.py checks the usual ones)
+        if (exc.name or "").startswith("nvfp4_overlay"):  # not a dependency: a fault of this package
+            raise
+        return _report(_missing_module(exc), as_json, prog)
+    except OSError as exc:  # a path at the edge: unreadable, unwritable, full, a file where a directory should be
+        return _report(_os_error(exc, ctx), as_json, prog)
 
 
-def _report(exc: OverlayError, as_json: bool) -> int:
+def _report(exc: OverlayError, as_json: bool, prog: str) -> int:
     progress.clear()
-    print(f"error: {exc}", file=sys.stderr)
+    output.say(f"error: {output.as_invoked(str(exc), prog)}", sys.stderr)
     if as_json:
-        print(json.dumps({"error": exc.data()}, indent=2, sort_keys=True))
+        output.say(output.document_text({"error": exc.data()}, prog))
     return int(exc.exit_code)
+
+
+def _missing_module(exc: ModuleNotFoundError) -> ConfigError:
+    msg = (f"{sys.executable} lacks the module {exc.name}, which this command needs; install the project into "
+           f"this interpreter ('pip install -e .' in the clone, or 'make wheels', which makes .venv)")
+    return ConfigError(msg, path=sys.executable, item=exc.name, expected="the project's dependencies",
+                       found="missing", fix="make wheels")
+
+
+def _os_error(exc: OSError, ctx: Context | None) -> ConfigError:
+    """An OSError as the sentence a person acts on: the path, what happened, and the fix for that errno."""
+    places = ctx.writes() if ctx is not None else {}
+    path = exc.filename
+    option = next((name for name, where in places.items() if path and _within(Path(path), where)), None)
+    elsewhere = f"point {option} at" if option else "use"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = f"free space on that file system, or {elsewhere} another disk"
+    elif exc.errno == errno.EROFS:
+        fix = f"{elsewhere} a writable directory"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        fix = f"fix its permissions, or {elsewhere} a directory this user may write"
+    else:
+        fix = "check the path and its permissions"
+    if path is None:  # nothing names the file: say where the command writes
+        where = ", ".join(f"{name} {place}" for name, place in places.items()) or "the current directory"
+        msg = f"{exc.strerror or exc} while writing to one of: {where}; {fix}"
+    else:
+        msg = f"{path}: {exc.strerror or exc}; {fix}"
+    return ConfigError(msg, path=path, item=option, found=exc.strerror or str(exc), fix=fix)
+
+
+def _within(path: Path, directory: Path) -> bool:
+    path, directory = path.absolute(), directory.absolute()
+    return path == directory or directory in path.parents

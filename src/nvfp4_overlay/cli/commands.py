@@ -28,6 +28,10 @@ def cmd_drift(ctx: Context) -> int:
     if markdown is not None and not markdown.parent.is_dir():  # before the work, not after it
         msg = f"--markdown {markdown}: the directory {markdown.parent} does not exist; make it or name another file"
         raise ConfigError(msg, path=markdown.parent, item="--markdown", fix=f"mkdir -p {markdown.parent}")
+    if markdown is not None and markdown.is_dir():
+        msg = f"--markdown {markdown}: is a directory; name a file, e.g. {markdown / 'drift.md'}"
+        raise ConfigError(msg, path=markdown, item="--markdown", expected="a file", found="a directory",
+                          fix=f"--markdown {markdown / 'drift.md'}")
     known: dict[str, list[Version]] = {}
 
     def versions(dist: str) -> list[Version]:

@@ -8,7 +8,6 @@ only for the commands that ask for them: `list` and `--help` start without it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -16,24 +15,32 @@ from typing import TYPE_CHECKING, Any
 
 from .. import progress
 from ..errors import ConfigError
+from .output import as_invoked, document_text, say
+from .parser import PROG
 
 if TYPE_CHECKING:
     from .. import fetch, wheels
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent
 ZIP_EPOCH = 315532800  # 1980-01-01, zip's earliest date: SOURCE_DATE_EPOCH unset
+ZIP_LAST = 4354819198  # 2107-12-31 23:59:58, zip's last (its year field ends at 1980 + 127)
 
 
 class Context:
     """The command's arguments, with every path and variable it names checked before any work starts."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, prog: str = PROG) -> None:
         self.args = args
+        self.prog = prog  # how the user runs the tool: the commands printed say it so
         self.json = bool(getattr(args, "json", False))
         self.quiet = bool(getattr(args, "quiet", False)) or self.json
         self.patches_dir = _data_dir(getattr(args, "patches_dir", None), "patches", "--patches-dir")
         self.overlay_dir = _data_dir(getattr(args, "overlay_dir", None), "overlay", "--overlay-dir", may_be_missing=True)
         self.dist_dir = _directory(Path(getattr(args, "dist_dir", None) or "dist"), "--dist-dir", may_be_missing=True)
+        if getattr(args, "output", None):  # index --output: a directory it replaces whole, never a file
+            _directory(Path(args.output), "--output", may_be_missing=True)
+        for wheel in getattr(args, "wheels", None) or ():
+            _wheel_name(wheel)
         self._source: fetch.Source | None = None
         if hasattr(args, "cache_dir"):
             self.source  # noqa: B018 - the paths it names are checked now, before any work
@@ -45,8 +52,7 @@ class Context:
 
             args = self.args
             cache = Path(args.cache_dir) if args.cache_dir else fetch.default_cache_dir()
-            what = "--cache-dir" if args.cache_dir else ("NVFP4_OVERLAY_CACHE" if os.environ.get("NVFP4_OVERLAY_CACHE")
-                                                           else "the cache ~/.cache/nvfp4-overlay")
+            what = self._cache_option
             self._source = fetch.Source(
                 cache_dir=_directory(cache, what, may_be_missing=True),
                 wheelhouse=_directory(Path(args.wheelhouse), "--wheelhouse") if args.wheelhouse else None,
@@ -57,11 +63,17 @@ class Context:
             )
         return self._source
 
+    @property
+    def _cache_option(self) -> str:
+        if getattr(self.args, "cache_dir", None):
+            return "--cache-dir"
+        return "NVFP4_OVERLAY_CACHE" if os.environ.get("NVFP4_OVERLAY_CACHE") else "the cache ~/.cache/nvfp4-overlay"
+
     def log(self, message: str) -> None:
         """Human progress and warnings: always stderr, so --json keeps stdout to one document."""
         if not self.quiet or message.startswith(("warning:", "error:")):
             progress.clear()  # the status line, if one is drawn, gives way to the log line
-            print(message, file=sys.stderr)
+            say(as_invoked(message, self.prog), sys.stderr)
 
     def options(self) -> wheels.Options:
         from .. import wheels
@@ -70,7 +82,18 @@ class Context:
                               fuzz=getattr(self.args, "fuzz", 0), epoch=source_date_epoch())
 
     def emit(self, document: Any, human: str) -> None:
-        print(json.dumps(document, indent=2, sort_keys=True) if self.json else human)
+        say(document_text(document, self.prog) if self.json else as_invoked(human, self.prog))
+
+    def writes(self) -> dict[str, Path]:
+        """Where this command may write, by the option (or variable) that moves it: a full or read-only disk
+        is reported with the option that points elsewhere."""
+        named = {"--dist-dir": self.dist_dir, "--patches-dir": self.patches_dir}
+        if self._source is not None:
+            named["--cache-dir"] = self._source.cache_dir
+        for option in ("output", "markdown"):
+            if getattr(self.args, option, None):
+                named[f"--{option}"] = Path(getattr(self.args, option))
+        return named
 
 
 def source_date_epoch() -> int:
@@ -78,8 +101,9 @@ def source_date_epoch() -> int:
     text = os.environ.get("SOURCE_DATE_EPOCH")
     if text is None:
         return ZIP_EPOCH
-    if not text.strip().isdigit():
-        msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 "
+    if not text.strip().isdigit() or int(text) > ZIP_LAST:
+        msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 up to {ZIP_LAST} (zip's last "
+               f"date, 2107) "
                f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)); set it to one, or unset it")
         raise ConfigError(msg, item="SOURCE_DATE_EPOCH", expected="seconds since 1970", found=text,
                           fix="unset it, or set it to $(git log -1 --format=%ct)")
@@ -105,3 +129,18 @@ def _directory(path: Path, what: str, *, may_be_missing: bool = False) -> Path:
 
 def _under_a_file(path: Path) -> bool:
     return any(p.exists() and not p.is_dir() for p in path.parents)
+
+
+def _wheel_name(given: str) -> None:
+    """verify's WHEEL: a file named as a wheel (PEP 427); a README or a SHA256SUMS is a bad argument, not a bad wheel."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    if not Path(given).is_file():
+        return  # verify says what it is instead (missing, a directory)
+    try:
+        parse_wheel_filename(Path(given).name)
+    except InvalidWheelFilename:
+        msg = (f"{given}: not a wheel's name (NAME-VERSION-TAGS.whl, PEP 427); name a wheel that build wrote, "
+               f"e.g. dist/*.whl")
+        raise ConfigError(msg, path=given, item="WHEEL", expected="NAME-VERSION-TAGS.whl", found=Path(given).name,
+                          fix="name a wheel that build wrote, e.g. dist/*.whl") from None

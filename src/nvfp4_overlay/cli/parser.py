@@ -8,10 +8,14 @@ which the CLI reports like any other error: exit 2, and under --json a JSON docu
 from __future__ import annotations
 
 import argparse
+import re
 from typing import NoReturn
 
 from .. import __version__
 from ..errors import UsageError
+
+DAY = 86400  # the longest --trace-timeout
+PROG = "nvfp4-overlay"  # the installed command; from a clone `python build_wheels.py` (cli.main's prog)
 
 DESCRIPTION = """\
 Patched FlashInfer and SGLang wheels whose NVFP4 path survives torch.compile(fullgraph=True) and
@@ -29,7 +33,8 @@ examples:
   nvfp4-overlay refresh flashinfer-python 0.7.2 0.7.4 port a series to a new release
 
 exit status: 0 done; 1 needs a person (a patch did not apply, drift, an unpatched install);
-2 bad arguments, configuration, environment or paths; 3 integrity (hash mismatch, unsafe archive)"""
+2 bad arguments, configuration, environment or paths (a full or read-only disk too); 3 integrity (hash
+mismatch, unsafe archive); 130 interrupted (Ctrl-C)"""
 
 # name -> (module under cli/ that runs it, one line, examples)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -54,7 +59,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "  nvfp4-overlay rollback --stack sglang-0.5.19 --uv --python /srv/sglang/bin/python --run"),
     "doctor": ("doctor", "what a Python environment has installed, patched or not, and whether the FP4 path traces",
                "  nvfp4-overlay doctor --python /srv/sglang/bin/python\n  nvfp4-overlay doctor --json --no-trace\n"
-               "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, or the trace check failed; "
+               "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, the trace check failed, or "
+               "no answer within --trace-timeout; "
                "2: --python is no usable interpreter; 3: an installed file differs from its RECORD"),
     "index": ("serve", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
               "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
@@ -88,24 +94,33 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         msg = f"{self.prog}: {message}; see '{self.prog} --help'"
-        raise UsageError(msg, item=self.prog, found=message, fix=f"see '{self.prog} --help'")
+        # argparse names what it refused in one of these ways; the item is that, not the whole command
+        named = re.match(r"argument ([^:]+):|the following arguments are required: (.+)|unrecognized arguments: (.+)",
+                         message)
+        item = next((g for g in named.groups() if g), self.prog) if named else self.prog
+        raise UsageError(msg, item=item, found=message, fix=f"see '{self.prog} --help'")
 
 
-def parser() -> argparse.ArgumentParser:
-    top = Parser(prog="nvfp4-overlay", description=DESCRIPTION, epilog=EPILOG)
-    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The arguments; `prog` is how the user runs the tool, and the examples say it so."""
+    def spoken(text: str) -> str:
+        return text.replace(f"{PROG} ", f"{prog} ")
+
+    top = Parser(prog=prog, description=DESCRIPTION, epilog=spoken(EPILOG))
+    top.add_argument("--version", action="version", version=f"{PROG} {__version__}")  # the product, however run
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str) -> argparse.ArgumentParser:
         _, summary, examples = COMMANDS[name]
         return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".",
-                              epilog="examples:\n" + examples)
+                              epilog="examples:\n" + spoken(examples))
 
     p = command("build")
     p.add_argument("targets", nargs="*", metavar="TARGET",
                    help="DIST==VERSION, e.g. flashinfer-python==0.6.18 (default: the stack's releases)")
-    p.add_argument("--stack", help="a stack from 'list', or 'all' (default: the default stack)")
-    p.add_argument("--fuzz", type=int, default=0, help="allow up to N lines of fuzz (default 0: exact context)")
+    p.add_argument("--stack", type=_name, help="a stack from 'list', or 'all' (default: the default stack)")
+    p.add_argument("--fuzz", type=_count, default=0, metavar="N",
+                   help="allow up to N lines of fuzz (default 0: exact context)")
     _data(p)
     _dist(p)
     _source(p)
@@ -123,12 +138,12 @@ def parser() -> argparse.ArgumentParser:
 
     for name in ("install", "rollback"):
         p = command(name)
-        p.add_argument("--stack", help="a stack from 'list' (default: the default stack)")
+        p.add_argument("--stack", type=_name, help="a stack from 'list' (default: the default stack)")
         p.add_argument("--python", metavar="PATH", help="the serving environment's Python (default: this one)")
         p.add_argument("--uv", action="store_true", help="uv pip commands instead of pip's")
         p.add_argument("--run", action="store_true", help="run the commands, stopping at the first that fails")
         if name == "install":
-            p.add_argument("--fleet-index", metavar="URL", help="take the patched wheels from this index "
+            p.add_argument("--fleet-index", type=_url, metavar="URL", help="take the patched wheels from this index "
                            "('nvfp4-overlay index' writes one) instead of the dist dir")
             _dist(p)
         _data(p, overlay=False)
@@ -138,14 +153,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--python", metavar="PATH", help="examine this interpreter's environment (default: this one)")
     p.add_argument("--no-trace", action="store_true",
                    help="skip the live torch.compile(fullgraph=True) check (flashinfer is still imported)")
-    p.add_argument("--trace-timeout", type=float, default=300, metavar="SECONDS",
-                   help="give the check this long before calling it hung (default 300)")
+    p.add_argument("--trace-timeout", type=_seconds, default=300, metavar="SECONDS",
+                   help="give doctor's probe this long to answer (default 300; a cold trace takes minutes)")
     _data(p, overlay=False)
     _output(p)
 
     p = command("index")
     p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
-    p.add_argument("--url", help="the address the fleet will reach it at, for the install lines it prints "
+    p.add_argument("--url", type=_url, help="the address the fleet will reach it at, for the install lines it prints "
                    "(default: its file:// URL)")
     _dist(p)
     _data(p, overlay=False)
@@ -166,8 +181,8 @@ def parser() -> argparse.ArgumentParser:
 
     p = command("refresh")
     p.add_argument("dist", metavar="DIST", help="flashinfer-python or sglang")
-    p.add_argument("from_version", metavar="FROM_VERSION", help="a release that has a series")
-    p.add_argument("to_version", metavar="TO_VERSION", help="the release to port it to")
+    p.add_argument("from_version", type=_version, metavar="FROM_VERSION", help="a release that has a series")
+    p.add_argument("to_version", type=_version, metavar="TO_VERSION", help="the release to port it to")
     p.add_argument("--drop-upstream", action="store_true", help="drop hunks upstream already has, and say so")
     p.add_argument("--dry-run", action="store_true", help="port, build and check, but write nothing")
     p.add_argument("--quick", action="store_true",
@@ -207,11 +222,69 @@ def _source(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--wheelhouse", help="take upstream wheels from this folder only (no network)")
     group.add_argument("--offline", action="store_true", help="never run pip; use the wheelhouse and cache only")
     group.add_argument("--all-platforms", action="store_true", help="every pinned wheel, not only this platform's")
-    group.add_argument("--python-version", help="build the wheel for this Python (X.Y), as pip takes it")
-    group.add_argument("--platform", action="append", help="build the wheel for this platform tag (repeatable)")
+    group.add_argument("--python-version", type=_python_version, metavar="X.Y",
+                       help="build the wheel for this Python (X.Y), as pip takes it")
+    group.add_argument("--platform", type=_platform, action="append", help="build the wheel for this platform tag (repeatable)")
 
 
 def _output(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("output")
     group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr")
     group.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+# Option values, refused by argparse (exit 2, naming the option) before any work: ArgumentTypeError's
+# message is what the user reads after "argument --OPTION: ".
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of lines (0 or more), e.g. 2")
+    return int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= DAY:  # NaN too; past 24.8 days the wait's poll() overflows (milliseconds in a C int)
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and up to {DAY}, e.g. 600")
+    return value
+
+
+def _python_version(text: str) -> str:
+    if not re.fullmatch(r"3\.\d{1,2}", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Python version as X.Y, e.g. 3.12")
+    return text
+
+
+def _name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty; name one ('list' names them)")
+    return text
+
+
+def _url(text: str) -> str:
+    """An index's address as pip takes it: http(s) or file, with somewhere to go."""
+    scheme, _, rest = text.partition("://")
+    if scheme not in ("http", "https", "file") or not rest.strip("/") or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http://, https:// or file:// address, "
+                                         f"e.g. https://wheels.example/simple")
+    return text
+
+
+def _platform(text: str) -> str:
+    if not re.fullmatch(r"[a-z0-9_.]+", text):  # a wheel's platform tag (PEP 425): lower case, digits, _ and .
+        raise argparse.ArgumentTypeError(f"{text!r} is not a platform tag, e.g. manylinux_2_34_x86_64")
+    return text
+
+
+def _version(text: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a release version (PEP 440), e.g. 0.7.4") from None
+    return text
