@@ -116,7 +116,7 @@ def fleet(tmp_path: Path) -> dict[str, Path]:
                      str(dist), "--wheelhouse", str(upstream), "--cache-dir", str(tmp_path / "cache"), "--offline",
                      "--quiet"]) == 0
     index.write_index(upstream, yours)
-    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream}
+    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay"}
 
 
 def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> None:
@@ -161,7 +161,8 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
         monkeypatch.setenv("PATH", f"{Path(str(UV)).parent}{os.pathsep}{os.environ['PATH']}")
     python = fresh_venv(tmp_path / "serving", pip=tool == "pip")  # uv needs no pip in the environment
     common = ["--python", python, "--patches-dir", str(fleet["patches"]), *(["--uv"] if tool == "uv" else [])]
-    code, out, err = run("install", "--run", "--dist-dir", str(fleet["dist"]), *common)
+    code, out, err = run("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
+                         *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
     versions = installed(python)
@@ -192,7 +193,7 @@ def test_a_failed_step_stops_the_run_and_names_it(fleet: dict[str, Path], tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "serving")], check=True)
     python = str(tmp_path / "serving" / "bin" / "python")  # an index with nothing, and no pip at all
     code, out, err = run("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
-                         "--patches-dir", str(fleet["patches"]))
+                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]))
     assert code == 1
     error = json.loads(out)["error"]
     assert error["kind"] == "StepFailed" and error["item"].endswith("flashinfer-python==1.0 sglang==0.5.9")

@@ -30,6 +30,7 @@ DISTRIBUTIONS = ("flashinfer-python", "sglang")
 OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
 PACKAGE = Path(__file__).resolve().parent
 PROBE = "nvfp4_overlay.probes.doctor_trace"
+ENV_PROBE = "nvfp4_overlay.probes.doctor_env"  # the facts alone, for rollback
 
 
 # --- the facts, from a child of the examined interpreter ------------------------------------------
@@ -39,7 +40,23 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
     """Every fact the probe printed before it finished, crashed or hung; ConfigError if `python` cannot run it."""
     progress.report(f"{python}: reading the installed distributions" + (" and tracing each routed entry point"
                                                                          if trace else ""))
-    command = [python, "-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
+    argv = ["-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
+    facts, why = _child_facts(python, argv, timeout)
+    facts.setdefault("import", {"ok": False, "error": why})
+    if trace:
+        facts.setdefault("trace", {"ok": False, "error": why})
+    return facts
+
+
+def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
+    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance (no file hashed, nothing imported)."""
+    progress.report(f"{python}: reading the installed distributions")
+    facts, _ = _child_facts(python, ["-m", ENV_PROBE, *DISTRIBUTIONS], timeout)
+    return dict(facts["distributions"])
+
+
+def _child_facts(python: str, argv: list[str], timeout: float) -> tuple[dict[str, Any], str]:
+    """The JSON lines a probe printed in a child of `python`, and why it stopped if it did not finish."""
     with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-") as tmp:
         # The child imports only this package from here, through a folder that holds nothing else: the
         # examined environment's own torch and flashinfer stay the ones it finds. From an empty
@@ -52,7 +69,8 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
         path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
         try:
-            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+            done = subprocess.run([python, *argv], check=False, capture_output=True, text=True, timeout=timeout,
+                                  env=env, cwd=cwd)
             stdout, stderr, code = done.stdout, done.stderr, done.returncode
         except subprocess.TimeoutExpired as exc:
             stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
@@ -73,10 +91,7 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
                f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
         raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
                           fix="name the environment's bin/python")
-    facts.setdefault("import", {"ok": False, "error": why})
-    if trace:
-        facts.setdefault("trace", {"ok": False, "error": why})
-    return facts
+    return facts, why
 
 
 def check_python(python: str) -> str:

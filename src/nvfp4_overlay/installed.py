@@ -58,6 +58,9 @@ def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, findi
     report["series"] = _series_state(name, version, provenance, patches_dir, finding)
     report["record"] = fact["record"]
     _judge_record(name, version, report["record"], finding)
+    if provenance is not None:
+        report["against_provenance"] = fact.get("against_provenance")
+        _judge_arrival(name, version, provenance, report["against_provenance"], report["record"], finding)
     return report
 
 
@@ -123,10 +126,37 @@ def _judge_record(name: str, version: str, record: dict[str, Any], finding: Find
     for kind in ("modified", "missing"):
         paths = record[kind]
         if paths:
-            shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
             finding.integrity.append(
-                f"{name} {version}: {len(paths)} installed file(s) {kind} since pip installed them ({shown}); "
-                f"reinstall with 'pip install --force-reinstall --no-deps' the wheel you meant to run")
+                f"{name} {version}: {len(paths)} installed file(s) {kind} since they were installed ({_shown(paths)}): "
+                f"they differ from the RECORD the installer wrote; reinstall with 'pip install --force-reinstall "
+                f"--no-deps' the wheel you meant to run")
+
+
+def _judge_arrival(name: str, version: str, provenance: dict[str, Any], facts: dict[str, Any] | None,
+                   record: dict[str, Any], finding: Finding) -> None:
+    """The RECORD the wheel was installed with, against its provenance: a difference there means the wheel
+    itself was edited after the build (its RECORD rewritten to match), so reinstalling it changes nothing."""
+    fix = (f"verify the wheel you installed ('nvfp4-overlay verify WHEEL'), rebuild it ('nvfp4-overlay build "
+           f"{name}=={_public(version)}') and reinstall the rebuilt one")
+    if facts is None or "upstream" not in provenance or not isinstance(provenance.get("patched"), dict):
+        finding.notes.append(f"{name} {version}: its provenance carries no digests of its files (an older build), "
+                             f"so they are held to RECORD alone; rebuild and reinstall to hold them to the build")
+        return
+    edited = [p for p in facts["differs"] if p not in record["modified"] and p not in record["missing"]]
+    if edited:
+        finding.integrity.append(
+            f"{name} {version}: the wheel arrived edited: {len(edited)} installed file(s) differ from what the build "
+            f"wrote (its provenance) but match the RECORD they were installed with ({_shown(edited)}); {fix}")
+    if facts["carried"].get("ok") is False:
+        expected = provenance.get("upstream", {}).get("record", {})
+        finding.integrity.append(
+            f"{name} {version}: the wheel arrived edited: the RECORD rows of the {facts['carried']['rows']} files "
+            f"carried over from upstream do not match what the build wrote ({expected.get('rows')} rows of sha256 "
+            f"{expected.get('sha256')}, found {facts['carried']['sha256']}); {fix}")
+
+
+def _shown(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def scans_api(flashinfer: dict[str, Any]) -> bool:

@@ -39,8 +39,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "  nvfp4-overlay build flashinfer-python==0.6.18\n"
               "  nvfp4-overlay build --stack all --all-platforms\n"
               "It prints the commands that install what it built."),
-    "verify": ("build", "check built wheels: every RECORD hash, and the provenance against the series it names",
-               "  nvfp4-overlay verify dist/*.whl"),
+    "verify": ("build", "check built wheels: every member explained by upstream's RECORD, the series or the overlay, "
+               "its RECORD and SHA256SUMS, and the provenance against the series it names",
+               "  nvfp4-overlay verify dist/*.whl\n"
+               "With the pinned upstream wheel in the cache, the wheel is planned again from it; without, each member "
+               "is held to the digests its provenance carries. exit 0: explained; 2: not a wheel; 3: refused"),
     "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
     "install": ("serve", "the commands that install a stack into a serving environment: its upstream "
@@ -49,9 +52,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "  nvfp4-overlay install --stack sglang-0.5.19 --uv\n"
                 "  nvfp4-overlay install --python /srv/sglang/bin/python --run\n"
                 "  nvfp4-overlay install --fleet-index https://wheels.example/simple --python /srv/sglang/bin/python"),
-    "rollback": ("serve", "the commands that put a stack's exact upstream releases back in place of the patched ones",
+    "rollback": ("serve", "the commands that put the exact upstream releases back in place of the patched builds "
+                 "an environment has installed (its releases kept)",
                  "  nvfp4-overlay rollback --python /srv/sglang/bin/python\n"
-                 "  nvfp4-overlay rollback --stack sglang-0.5.19 --uv --python /srv/sglang/bin/python --run"),
+                 "  nvfp4-overlay rollback --uv --python /srv/sglang/bin/python --run\n"
+                 "  nvfp4-overlay rollback --stack sglang-0.5.19 --switch-release --python /srv/sglang/bin/python\n"
+                 "A --stack the environment does not run is refused (exit 2) unless --switch-release says so."),
     "doctor": ("doctor", "what a Python environment has installed, patched or not, and whether the FP4 path traces",
                "  nvfp4-overlay doctor --python /srv/sglang/bin/python\n  nvfp4-overlay doctor --json --no-trace\n"
                "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, or the trace check failed; "
@@ -114,6 +120,7 @@ def parser() -> argparse.ArgumentParser:
     p = command("verify")
     p.add_argument("wheels", nargs="+", metavar="WHEEL", help="a wheel that build wrote")
     _data(p)
+    _upstream_lookup(p, wheelhouse=True)
     _output(p)
 
     p = command("list")
@@ -123,7 +130,8 @@ def parser() -> argparse.ArgumentParser:
 
     for name in ("install", "rollback"):
         p = command(name)
-        p.add_argument("--stack", help="a stack from 'list' (default: the default stack)")
+        p.add_argument("--stack", help="a stack from 'list' (default: the default stack)" if name == "install" else
+                       "a stack from 'list' (default: what the environment has installed)")
         p.add_argument("--python", metavar="PATH", help="the serving environment's Python (default: this one)")
         p.add_argument("--uv", action="store_true", help="uv pip commands instead of pip's")
         p.add_argument("--run", action="store_true", help="run the commands, stopping at the first that fails")
@@ -131,7 +139,13 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument("--fleet-index", metavar="URL", help="take the patched wheels from this index "
                            "('nvfp4-overlay index' writes one) instead of the dist dir")
             _dist(p)
-        _data(p, overlay=False)
+            _data(p)  # --run verifies the wheels against the series and overlay before it installs anything
+            _upstream_lookup(p)
+        else:
+            p.add_argument("--switch-release", action="store_true",
+                           help="with --stack: install that stack's upstream releases even where the environment "
+                                "runs other releases (changes releases; may add a distribution)")
+            _data(p, overlay=False)
         _output(p)
 
     p = command("doctor")
@@ -209,6 +223,16 @@ def _source(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--all-platforms", action="store_true", help="every pinned wheel, not only this platform's")
     group.add_argument("--python-version", help="build the wheel for this Python (X.Y), as pip takes it")
     group.add_argument("--platform", action="append", help="build the wheel for this platform tag (repeatable)")
+
+
+def _upstream_lookup(parser: argparse.ArgumentParser, *, wheelhouse: bool = False) -> None:
+    """Where a command that checks built wheels finds the pinned upstream wheels; it never downloads them."""
+    group = parser.add_argument_group("upstream wheels (looked up, never downloaded)")
+    group.add_argument("--cache-dir", help="upstream wheel cache (default: $NVFP4_OVERLAY_CACHE or ~/.cache/nvfp4-overlay)")
+    if wheelhouse:
+        group.add_argument("--wheelhouse", help="also look for upstream wheels in this folder")
+    parser.set_defaults(offline=True, all_platforms=False, python_version=None, platform=None,
+                        **({} if wheelhouse else {"wheelhouse": None}))
 
 
 def _output(parser: argparse.ArgumentParser) -> None:
