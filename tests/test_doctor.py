@@ -170,8 +170,10 @@ def test_hand_edited_and_deleted_files_are_an_integrity_failure(make_env: Env, f
     assert code == 3
     assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/__init__.py"]
     assert document["distributions"]["sglang"]["record"]["missing"] == ["sglang/srt/quant.py"]
-    assert any("1 installed file(s) modified since pip installed them (flashinfer/__init__.py)" in p
-               for p in document["problems"])
+    (edited,) = [p for p in document["problems"] if "flashinfer/__init__.py" in p]
+    assert "1 installed file(s) modified since they were installed (flashinfer/__init__.py)" in edited
+    assert "reinstall" in edited and "arrived edited" not in edited  # changed after the install, not in the wheel
+    assert not any("arrived edited" in p for p in document["problems"])
 
 
 def test_a_newer_series_revision_is_reported(make_env: Env, fakes: dict[str, Path]) -> None:
