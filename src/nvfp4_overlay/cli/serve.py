@@ -13,8 +13,8 @@ from .. import doctor, index
 from ..errors import ConfigError, Exit, IntegrityError, StepFailed
 from ..files import SHA256SUMS
 from ..install import Step, Tool, install_steps, installed_from_facts, missing_wheels, rollback_steps, rollback_targets
-from ..verify import verify_wheel
 from ..manifest import Stack, Stacks, Target, load_stacks, load_upstream
+from ..verify import verify_wheel
 from .context import Context
 
 

@@ -15,9 +15,10 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 PROVENANCE = "NVFP4_OVERLAY.json"  # metadata.PROVENANCE, the file every patched wheel's dist-info holds
 
