@@ -25,6 +25,9 @@ EDITS = {  # member -> the kind verify names
     "flashinfer/jit/cpp_ext.py": "patched",
     "flashinfer/__init__.py": "upstream",
     "flashinfer/added_by_hand.py": "unexplained",
+    "sglang/srt/layers/quantization/opaque_fp4_quantize.py": "overlay",
+    "sglang/srt/layers/quantization/modelopt_quant.py": "patched",
+    "sglang/__init__.py": "upstream",
 }
 
 
@@ -36,15 +39,23 @@ def verify(*args: str) -> tuple[int, dict[str, Any], str]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The default stack's flashinfer-python wheel, built from the cached pinned upstream wheel."""
+def default_stack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default stack's wheels (flashinfer-python 0.6.8.post1, SGLang 0.5.11), built from the cached pinned wheels."""
     dist = tmp_path_factory.mktemp("dist")
     assert cli.main(["build", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--dist-dir", str(dist),
-                     "--cache-dir", str(cache_dir()), "--quiet", "flashinfer-python==0.6.8.post1"]) == 0
-    return next(dist.glob("flashinfer_python-*.whl"))
+                     "--cache-dir", str(cache_dir()), "--quiet"]) == 0
+    return dist
+
+
+@pytest.fixture
+def built(default_stack: Path, request: pytest.FixtureRequest) -> Path:
+    """The flashinfer-python wheel, or the wheel of the distribution whose member the test edits."""
+    member = getattr(request, "param", "flashinfer/")
+    return next(default_stack.glob("sglang-*.whl" if member.startswith("sglang/") else "flashinfer_python-*.whl"))
 
 
 @pytest.mark.upstream
+@pytest.mark.parametrize("built", ["flashinfer/", "sglang/"], ids=["flashinfer", "sglang"], indirect=True)
 @pytest.mark.parametrize("cached", [True, False], ids=["upstream-cached", "provenance-only"])
 def test_the_built_wheel_is_explained_member_by_member(built: Path, tmp_path: Path, cached: bool,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,9 +68,11 @@ def test_the_built_wheel_is_explained_member_by_member(built: Path, tmp_path: Pa
 
 @pytest.mark.upstream
 @pytest.mark.parametrize("cached", [True, False], ids=["upstream-cached", "provenance-only"])
-@pytest.mark.parametrize("member", list(EDITS), ids=list(EDITS.values()))
-def test_an_edited_member_with_its_record_row_rewritten_is_refused(built: Path, tmp_path: Path, member: str,
+@pytest.mark.parametrize("member", list(EDITS), ids=[f"{m.split('/')[0]}-{k}" for m, k in EDITS.items()])
+def test_an_edited_member_with_its_record_row_rewritten_is_refused(default_stack: Path, tmp_path: Path, member: str,
                                                                      cached: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = next(default_stack.glob("sglang-*.whl" if member.startswith("sglang/") else "flashinfer_python-*.whl"))
+    dist, release = built.name.split("-")[0].replace("_", "-"), "0.5.11" if member.startswith("sglang/") else "0.6.8.post1"
     wheel = edited_wheel(built, member, tmp_path / "edited")
     monkeypatch.setenv("NVFP4_OVERLAY_CACHE", str(cache_dir() if cached else tmp_path / "empty"))  # or --cache-dir
     code, document, err = verify(str(wheel))
@@ -67,13 +80,13 @@ def test_an_edited_member_with_its_record_row_rewritten_is_refused(built: Path, 
     assert code == 3 and verdict["ok"] is False
     assert not any("RECORD says" in p for p in verdict["problems"])  # RECORD itself agrees: only the build can tell
     (problem,) = verdict["members"]
-    assert "rebuild the wheel ('nvfp4-overlay build flashinfer-python==0.6.8.post1')" in problem["fix"]
+    assert f"rebuild the wheel ('nvfp4-overlay build {dist}=={release}')" in problem["fix"]
     if cached or EDITS[member] in ("overlay", "patched"):  # named, with what it should be
         assert (problem["member"], problem["kind"]) == (member, EDITS[member])
         assert problem["expected"] != problem["found"]
     else:  # without the upstream wheel, the rows carried from upstream are one digest: the fix says how to name it
-        assert problem["kind"] == "upstream" and "put flashinfer_python-0.6.8.post1-py3-none-any.whl in the cache" \
-            in problem["fix"]
+        assert problem["kind"] == "upstream"
+        assert f"put {dist.replace('-', '_')}-{release}-" in problem["fix"] and "to name the member" in problem["fix"]
 
 
 @pytest.mark.upstream

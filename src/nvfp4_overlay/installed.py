@@ -129,7 +129,8 @@ def _judge_record(name: str, version: str, record: dict[str, Any], finding: Find
             finding.integrity.append(
                 f"{name} {version}: {len(paths)} installed file(s) {kind} since they were installed ({_shown(paths)}): "
                 f"they differ from the RECORD the installer wrote; reinstall with 'pip install --force-reinstall "
-                f"--no-deps' the wheel you meant to run")
+                f"--no-deps' the wheel you meant to run (pip and uv do not check a wheel's RECORD: if the files "
+                f"stay {kind}, the wheel itself holds them so, and 'nvfp4-overlay verify WHEEL' refuses it: rebuild it)")
 
 
 def _judge_arrival(name: str, version: str, provenance: dict[str, Any], facts: dict[str, Any] | None,
