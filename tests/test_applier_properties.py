@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from nvfp4_overlay.archive import CopiedMember, WheelReader, write_wheel, zip_date_time
 from nvfp4_overlay.errors import PatchError
 from nvfp4_overlay.patching import Series, apply_series, decode, encode, read_patch
-from nvfp4_overlay.probes.doctor_env import record_rows_sha256
+from nvfp4_overlay.probes.doctor_files import record_rows_sha256
 from nvfp4_overlay.verify import verify_wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))

@@ -25,7 +25,7 @@ from .metadata import (
     write_record,
 )
 from .patching import Applied, HunkResult, Patch, Series, apply_series
-from .probes.doctor_env import record_rows_sha256
+from .probes.doctor_files import record_rows_sha256
 
 
 @dataclass(frozen=True)

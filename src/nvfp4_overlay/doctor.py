@@ -30,7 +30,7 @@ DISTRIBUTIONS = ("flashinfer-python", "sglang")
 OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
 PACKAGE = Path(__file__).resolve().parent
 PROBE = "nvfp4_overlay.probes.doctor_trace"
-ENV_PROBE = "nvfp4_overlay.probes.doctor_env"  # the facts alone, for rollback
+FILES_PROBE = "nvfp4_overlay.probes.doctor_files"  # versions, provenance, RECORD against it: nothing imported
 
 
 # --- the facts, from a child of the examined interpreter ------------------------------------------
@@ -42,6 +42,9 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
                                                                          if trace else ""))
     argv = ["-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
     facts, why = _child_facts(python, argv, timeout)
+    for name, held in installed_distributions(python, timeout=timeout).items():  # RECORD against the provenance
+        if "against_provenance" in held and name in facts.get("distributions", {}):
+            facts["distributions"][name]["against_provenance"] = held["against_provenance"]
     facts.setdefault("import", {"ok": False, "error": why})
     if trace:
         facts.setdefault("trace", {"ok": False, "error": why})
@@ -49,9 +52,11 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
 
 
 def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
-    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance (no file hashed, nothing imported)."""
+    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance and, for a patched
+    build, the RECORD it was installed with against that provenance (probes/doctor_files.py: no file
+    hashed, nothing imported; apart from the trace probe, whose source keys the oracle's results)."""
     progress.report(f"{python}: reading the installed distributions")
-    facts, _ = _child_facts(python, ["-m", ENV_PROBE, *DISTRIBUTIONS], timeout)
+    facts, _ = _child_facts(python, ["-m", FILES_PROBE, *DISTRIBUTIONS], timeout)
     return dict(facts["distributions"])
 
 

@@ -105,7 +105,7 @@ class Installed:
 
 
 def installed_from_facts(facts: dict[str, dict[str, object]]) -> list[Installed]:
-    """probes/doctor_env.py's facts about each distribution, as Installed (the ones installed)."""
+    """probes/doctor_files.py's facts about each distribution, as Installed (the ones installed)."""
     found = []
     for dist, fact in sorted(facts.items()):
         if not fact.get("installed"):

@@ -1,6 +1,6 @@
 """What is installed, judged: a distribution's facts against patches/ (patched, current, intact), SGLang's pin.
 
-The facts are what probes/doctor_env.py gathered in the examined interpreter; nothing here reads
+The facts are what probes/doctor_env.py and doctor_files.py gathered in the examined interpreter; nothing here reads
 that environment itself, so doctor can judge any interpreter from the one it runs in.
 """
 

@@ -216,7 +216,7 @@ def provenance(
     """NVFP4_OVERLAY.json: what the wheel was built from, enough to check it against the series, and
     every member without the upstream wheel: the sha256 of each overlay file and each member the build
     rewrote (`patched`: the series' files, METADATA), and of the RECORD rows it carried over from
-    upstream unchanged (`upstream.record`: their count and probes.doctor_env.record_rows_sha256)."""
+    upstream unchanged (`upstream.record`: their count and probes.doctor_files.record_rows_sha256)."""
     document = {
         "tool": "nvfp4-overlay",
         "tool_version": tool_version,

@@ -28,7 +28,7 @@ from .files import SHA256SUMS, read_sums, sha256_bytes, sha256_file
 from .manifest import OverlayFile, Target, Upstream, load_overlay, load_upstream, overlay_root
 from .metadata import PROVENANCE, DistInfo, find_dist_info, parse_record, record_hash
 from .patching import Series, read_series
-from .probes.doctor_env import record_rows_sha256
+from .probes.doctor_files import record_rows_sha256
 
 if TYPE_CHECKING:
     from .fetch import Source

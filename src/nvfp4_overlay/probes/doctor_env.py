@@ -8,14 +8,11 @@ and doctor judges them where it runs.
 from __future__ import annotations
 
 import base64
-import csv
 import hashlib
-import io
 import json
 import os
 import platform
 import sys
-from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -43,21 +40,14 @@ def marker_environment() -> dict[str, str]:
     }
 
 
-def distribution_facts(name: str, *, files: bool = True) -> dict[str, Any]:
-    """One distribution as installed: version, where, its provenance, its requirements; with `files`, its
-    RECORD checked against the files and, for a patched build, against the provenance."""
+def distribution_facts(name: str) -> dict[str, Any]:
+    """One distribution as installed: version, where, its provenance, its RECORD checked, its requirements."""
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
         return {"installed": False}
-    provenance = _provenance(dist)
-    facts = {"installed": True, "version": dist.version, "location": str(dist.locate_file("")),
-             "provenance": provenance, "requires": dist.requires or []}
-    if files:
-        facts["record"] = check_record(dist)
-        if provenance is not None and "error" not in provenance:
-            facts["against_provenance"] = check_provenance(dist, provenance)
-    return facts
+    return {"installed": True, "version": dist.version, "location": str(dist.locate_file("")),
+            "provenance": _provenance(dist), "record": check_record(dist), "requires": dist.requires or []}
 
 
 def _provenance(dist: metadata.Distribution) -> dict[str, Any] | None:
@@ -94,78 +84,9 @@ def check_record(dist: metadata.Distribution) -> dict[str, Any]:
     return {"files": len(files), "matching": matching, "modified": sorted(modified), "missing": sorted(missing)}
 
 
-# What an installer writes into RECORD beside the wheel's own rows (pip, uv; PEP 376, 610, 627).
-INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
-
-
-def check_provenance(dist: metadata.Distribution, provenance: dict[str, Any]) -> dict[str, Any]:
-    """The RECORD the wheel was installed with, held to the provenance the build wrote into the wheel.
-
-    An installer copies the wheel's RECORD rows (it does not hash the files again), so a row that differs
-    from the provenance means the wheel arrived edited; a file that differs from its row was changed
-    after the install (check_record). Overlay and patched files are held to their sha256; the rows
-    carried over from upstream to the count and record_rows_sha256 the build recorded.
-    """
-    rows = {str(f): (str(f), f"{f.hash.mode}={f.hash.value}", "" if f.size is None else str(f.size))
-            for f in dist.files or () if f.hash is not None}
-    explained = {**provenance.get("overlay", {}), **provenance.get("patched", {})}
-    differs = sorted(n for n, sha in explained.items() if n not in rows or rows[n][1] != _record_hash(sha))
-    carried = [row for n, row in rows.items() if n not in explained and not _installer_row(n, rows)]
-    expected = provenance.get("upstream", {}).get("record")
-    facts: dict[str, Any] = {"explained": len(explained), "differs": differs,
-                             "carried": {"rows": len(carried), "sha256": record_rows_sha256(carried)}}
-    if isinstance(expected, dict):
-        facts["carried"]["ok"] = (expected.get("rows"), expected.get("sha256")) == (len(carried), facts["carried"]["sha256"])
-        if not facts["carried"]["ok"]:  # doctor names the rows against the upstream wheel, where it has that
-            facts["carried"]["listed"] = sorted(carried)
-    return facts
-
-
-def _installer_row(name: str, rows: dict[str, Any]) -> bool:
-    """A row the installer wrote, not the wheel: its own dist-info files, scripts outside site-packages,
-    bytecode it compiled from a .py file of the same distribution, the provenance (made by the build)."""
-    head, _, tail = name.rpartition("/")
-    if name.startswith(("../", "/")) or (head.endswith(".dist-info") and tail in (*INSTALLER_FILES, PROVENANCE)):
-        return True
-    if head.endswith("__pycache__") and tail.endswith(".pyc"):
-        source = f"{head[: -len('__pycache__')]}{tail.split('.', 1)[0]}.py"
-        return source in rows
-    return False
-
-
-def _record_hash(hexdigest: str) -> str:
-    try:
-        return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
-    except (TypeError, ValueError):
-        return ""
-
-
 def _file_digest(path: Path, mode: str) -> str:
     digest = hashlib.new(mode)
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
-
-
-def record_rows_sha256(rows: Iterable[Sequence[str]]) -> str:
-    """The sha256 of RECORD rows (path, hash, size) as a RECORD writes them: csv, sorted by path, "\n" ends.
-
-    The build records it in the provenance for the members it carries over from upstream unchanged;
-    verify and doctor compute it again from the RECORD they read (one definition, standard library only).
-    """
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(sorted(tuple(row) for row in rows))
-    return hashlib.sha256(out.getvalue().encode()).hexdigest()
-
-
-def main(names: Sequence[str]) -> int:
-    """`python -m nvfp4_overlay.probes.doctor_env DIST...`: the interpreter and the distributions' versions
-    and provenance as two JSON lines, no file hashed (what rollback reads of an environment)."""
-    print(json.dumps({"python": python_facts()}))
-    print(json.dumps({"distributions": {name: distribution_facts(name, files=False) for name in names}}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
