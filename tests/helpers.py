@@ -235,3 +235,30 @@ class ReleaseOracle:
         if release not in self._grids:
             self._grids[release] = self.oracle.grid(*self.sides(release), control=True)
         return self._grids[release]
+
+
+def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) -> Path:
+    """A copy of `wheel` in dest with one byte-level edit to `member` (a line appended, or an added member
+    when it is absent) and its RECORD row rewritten to match, as anyone who can write the file can do;
+    with `sums`, dest's SHA256SUMS lists the edited copy (as if the build had written it)."""
+    import hashlib
+
+    from nvfp4_overlay.metadata import record_hash
+
+    dest.mkdir(parents=True, exist_ok=True)
+    out = dest / wheel.name
+    with zipfile.ZipFile(wheel) as zin:
+        members = {i.filename: zin.read(i) for i in zin.infolist() if not i.is_dir()}
+    edited = members.get(member, b"") + b"\nEDITED = True\n"
+    members[member] = edited
+    (record,) = [n for n in members if n.endswith(".dist-info/RECORD")]
+    rows = [line for line in members[record].decode().splitlines() if not line.startswith(f"{member},")]
+    rows.insert(0, f"{member},{record_hash(edited)},{len(edited)}")
+    members[record] = ("\n".join(rows) + "\n").encode()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for name, data in members.items():
+            zout.writestr(name, data)
+    if sums:
+        with (dest / "SHA256SUMS").open("a") as f:
+            f.write(f"{hashlib.sha256(out.read_bytes()).hexdigest()}  {out.name}\n")
+    return out

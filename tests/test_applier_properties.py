@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from nvfp4_overlay.archive import CopiedMember, WheelReader, write_wheel, zip_date_time
 from nvfp4_overlay.errors import PatchError
 from nvfp4_overlay.patching import Series, apply_series, decode, encode, read_patch
+from nvfp4_overlay.probes.doctor_files import record_rows_sha256
 from nvfp4_overlay.verify import verify_wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
@@ -186,10 +187,13 @@ MEMBERS = st.lists(
 @FUZZ
 @given(MEMBERS)
 def test_wheel_written_back_unchanged_verifies(members: list[tuple[str, bytes, int, int]]) -> None:
-    provenance = json.dumps({"version": "1.0", "upstream": {"filename": "demo-1.0-py3-none-any.whl"}}).encode()
     listed = [make_fixtures.member(n, d, 0o100000 | mode, method) for n, d, mode, method in members]
-    listed += [make_fixtures.member(f"{make_fixtures.DIST_INFO}/NVFP4_OVERLAY.json", provenance)]
     listed = [*make_fixtures.good_members(), *listed]
+    # As the build writes it: no overlay, nothing patched, every member carried over (its RECORD rows' digest).
+    rows = [(n, make_fixtures.record_hash(d), str(len(d))) for n, d, _, _ in listed]
+    provenance = json.dumps({"version": "1.0", "overlay": {}, "patched": {}, "upstream": {
+        "filename": "demo-1.0-py3-none-any.whl", "record": {"rows": len(rows), "sha256": record_rows_sha256(rows)}}}).encode()
+    listed += [make_fixtures.member(f"{make_fixtures.DIST_INFO}/NVFP4_OVERLAY.json", provenance)]
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "in" / "demo-1.0-py3-none-any.whl"
         source.parent.mkdir()

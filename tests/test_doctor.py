@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, fetch_upstream, write_wheel
+from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, edited_wheel, fetch_upstream, write_wheel
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.patching import read_series
@@ -170,8 +170,10 @@ def test_hand_edited_and_deleted_files_are_an_integrity_failure(make_env: Env, f
     assert code == 3
     assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/__init__.py"]
     assert document["distributions"]["sglang"]["record"]["missing"] == ["sglang/srt/quant.py"]
-    assert any("1 installed file(s) modified since pip installed them (flashinfer/__init__.py)" in p
-               for p in document["problems"])
+    (edited,) = [p for p in document["problems"] if "flashinfer/__init__.py" in p]
+    assert "1 installed file(s) modified since they were installed (flashinfer/__init__.py)" in edited
+    assert "reinstall" in edited and "arrived edited" not in edited  # changed after the install, not in the wheel
+    assert not any("arrived edited" in p for p in document["problems"])
 
 
 def test_a_newer_series_revision_is_reported(make_env: Env, fakes: dict[str, Path]) -> None:
@@ -285,6 +287,43 @@ def test_real_hand_edit_is_caught(real_envs: dict[str, Path], tmp_path: Path) ->
     code, document = doctor(env, PATCHES, "--no-trace")
     assert code == 3
     assert document["distributions"]["flashinfer-python"]["record"]["modified"] == ["flashinfer/jit/cpp_ext.py"]
+
+
+@pytest.fixture(scope="module")
+def default_flashinfer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default stack's patched flashinfer-python 0.6.8.post1, built from the cached upstream wheel."""
+    return build_one("flashinfer-python", "0.6.8.post1", patches_dir=PATCHES, overlay_dir=OVERLAY,
+                     dist_dir=tmp_path_factory.mktemp("dist"), cache_dir=cache_dir())
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("member", ["flashinfer/_nvfp4_overlay/cuda.py", "flashinfer/jit/cpp_ext.py",
+                                    "flashinfer/__init__.py"], ids=["overlay", "patched", "upstream"])
+def test_a_wheel_that_arrived_edited_is_told_from_a_file_changed_after_install(default_flashinfer: Path, tmp_path: Path,
+                                                                               member: str) -> None:
+    """The wheel edited before the install (its RECORD row rewritten): every installed file matches the RECORD
+    it came with, so only the provenance tells; the fix is to verify and rebuild the wheel, not to reinstall it."""
+    env = new_env(tmp_path / "env", edited_wheel(default_flashinfer, member, tmp_path / "edited"))
+    code, document = doctor(env, PATCHES, "--no-trace")
+    assert code == 3, document["problems"]
+    flashinfer = document["distributions"]["flashinfer-python"]
+    assert flashinfer["record"]["modified"] == flashinfer["record"]["missing"] == []  # RECORD alone says all is well
+    (problem,) = document["problems"]
+    assert problem.startswith("flashinfer-python 0.6.8.post1+nvfp4.") and "the wheel arrived edited" in problem
+    assert member in problem  # an upstream file named against the cached upstream wheel's own RECORD
+    if member == "flashinfer/__init__.py":
+        assert "carried over from upstream" in problem and "against flashinfer_python-0.6.8.post1-py3-none-any.whl's own RECORD" in problem
+    assert "verify the wheel you installed" in problem and "rebuild it" in problem
+    if member != "flashinfer/jit/cpp_ext.py":
+        return
+    # Control (once): the same file changed after the install of the wheel as built is the other diagnosis.
+    env = new_env(tmp_path / "later", default_flashinfer)
+    with (site_packages(env) / member).open("a") as f:
+        f.write("EDITED = True\n")
+    code, document = doctor(env, PATCHES, "--no-trace")
+    (problem,) = document["problems"]
+    assert code == 3 and "modified since they were installed" in problem and "reinstall" in problem
+    assert "arrived edited" not in problem
 
 
 # --- another interpreter: --python PATH, from this one -------------------------------------------

@@ -98,8 +98,10 @@ def fleet(tmp_path: Path) -> dict[str, Path]:
     upstream, patches, dist, yours = tmp_path / "upstream", tmp_path / "patches", tmp_path / "dist", tmp_path / "index"
     upstream.mkdir()
     write_wheel(upstream, "demo-dep", "1.0", {"demo_dep.py": "DEP = 1\n"})
-    stacks = ['default = "s"\n[stacks.s]\n']
-    for name, version, path in [("flashinfer-python", "1.0", "flashinfer/__init__.py"),
+    # Stack s (the default) pairs flashinfer-python 1.0 with sglang 0.5.9; stack t is flashinfer-python 1.1 alone.
+    stacks = ['default = "s"\n[stacks.t]\nflashinfer-python = "1.1"\n[stacks.s]\n']
+    for name, version, path in [("flashinfer-python", "1.1", "flashinfer/__init__.py"),
+                                ("flashinfer-python", "1.0", "flashinfer/__init__.py"),
                                 ("sglang", "0.5.9", "sglang/__init__.py")]:
         requires = "Requires-Dist: demo-dep==1.0\n" + ("Requires-Dist: flashinfer-python==1.0\n" if name == "sglang" else "")
         wheel = write_wheel(upstream, name, version, {path: "a = 0\nb = 1\nc = 2\n"}, extra_metadata=requires)
@@ -110,13 +112,14 @@ def fleet(tmp_path: Path) -> dict[str, Path]:
         (series / "0001-change.patch").write_text(
             f"Description: change\n\n--- a/{path}\n+++ b/{path}\n@@ -1,3 +1,3 @@\n a = 0\n-b = 1\n+b = 1  # patched\n c = 2\n")
         (series / "series").write_text("0001-change.patch\n")
-        stacks.append(f'{name} = "{version}"\n')
+        if version != "1.1":
+            stacks.append(f'{name} = "{version}"\n')
     (patches / "stacks.toml").write_text("".join(stacks))
     assert cli.main(["build", "--patches-dir", str(patches), "--overlay-dir", str(tmp_path / "overlay"), "--dist-dir",
                      str(dist), "--wheelhouse", str(upstream), "--cache-dir", str(tmp_path / "cache"), "--offline",
-                     "--quiet"]) == 0
+                     "--quiet", "--stack", "all"]) == 0
     index.write_index(upstream, yours)
-    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream}
+    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay"}
 
 
 def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> None:
@@ -161,7 +164,8 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
         monkeypatch.setenv("PATH", f"{Path(str(UV)).parent}{os.pathsep}{os.environ['PATH']}")
     python = fresh_venv(tmp_path / "serving", pip=tool == "pip")  # uv needs no pip in the environment
     common = ["--python", python, "--patches-dir", str(fleet["patches"]), *(["--uv"] if tool == "uv" else [])]
-    code, out, err = run("install", "--run", "--dist-dir", str(fleet["dist"]), *common)
+    code, out, err = run("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
+                         *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
     versions = installed(python)
@@ -192,12 +196,125 @@ def test_a_failed_step_stops_the_run_and_names_it(fleet: dict[str, Path], tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "serving")], check=True)
     python = str(tmp_path / "serving" / "bin" / "python")  # an index with nothing, and no pip at all
     code, out, err = run("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
-                         "--patches-dir", str(fleet["patches"]))
+                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]))
     assert code == 1
     error = json.loads(out)["error"]
     assert error["kind"] == "StepFailed" and error["item"].endswith("flashinfer-python==1.0 sglang==0.5.9")
     assert "step 1 of 3" in error["message"]
     assert "flashinfer-python" not in installed(python)
+
+
+def test_rollback_reads_the_environment_and_leaves_another_stack_s_releases(fleet: dict[str, Path], tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment of stack t (flashinfer-python 1.1, no SGLang) where the default stack is s (1.0 with
+    sglang 0.5.9): rollback puts back 1.1 and installs nothing else; a --stack s is refused unless switched."""
+    use_index(monkeypatch, fleet["index"].as_uri())
+    python = fresh_venv(tmp_path / "serving")
+    data = ["--python", python, "--patches-dir", str(fleet["patches"])]
+    code, _, err = run("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
+                       str(fleet["overlay"]), *data)
+    assert code == 0, err
+    assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1" and "sglang" not in installed(python)
+
+    code, out, err = run("rollback", "--stack", "s", "--run", "--json", *data)
+    assert code == 2, err
+    error = json.loads(out)["error"]
+    assert error["item"] == "--stack" and "--switch-release" in error["fix"]
+    assert "flashinfer-python 1.1+nvfp4.1" in error["found"] and "flashinfer-python==1.0" in error["expected"]
+    assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1"  # refused before anything ran
+
+    code, out, err = run("rollback", "--run", *data)
+    assert code == 0, err
+    versions = installed(python)
+    assert versions["flashinfer-python"] == "1.1" and "sglang" not in versions  # its release kept, nothing added
+
+    code, out, _ = run("rollback", "--json", *data)  # nothing patched is left: nothing to run
+    assert code == 0 and json.loads(out)["steps"] == []
+    code, out, _ = run("rollback", "--stack", "s", "--switch-release", "--json", *data)  # said explicitly: printed
+    assert code == 0
+    assert json.loads(out)["steps"][0]["argv"][-2:] == ["flashinfer-python===1.0", "sglang===0.5.9"]
+
+
+# --- install --run verifies every wheel before step 1: the default stack's real wheels -----------
+
+
+@pytest.fixture(scope="module")
+def default_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from helpers import OVERLAY, cache_dir
+
+    dist = tmp_path_factory.mktemp("dist")
+    assert cli.main(["build", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--dist-dir", str(dist),
+                     "--cache-dir", str(cache_dir()), "--quiet"]) == 0
+    return dist
+
+
+def _install_run(dist: Path, python: str) -> tuple[int, dict[str, Any], str]:
+    from helpers import OVERLAY
+
+    code, out, err = run("install", "--run", "--json", "--python", python, "--dist-dir", str(dist),
+                         "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    return code, json.loads(out), err
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("member", ["flashinfer/_nvfp4_overlay/cuda.py", "flashinfer/jit/cpp_ext.py",
+                                    "flashinfer/__init__.py"], ids=["overlay", "patched", "upstream"])
+def test_install_run_refuses_an_edited_wheel_before_step_1(default_dist: Path, tmp_path: Path, member: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edited wheel is listed in SHA256SUMS too (as if the dist dir had been rewritten whole): verify refuses it."""
+    from helpers import edited_wheel
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    sglang = next(default_dist.glob("sglang-*.whl"))
+    shutil.copy(sglang, dist)
+    (dist / "SHA256SUMS").write_text(f"{hashlib.sha256(sglang.read_bytes()).hexdigest()}  {sglang.name}\n")
+    edited_wheel(next(default_dist.glob("flashinfer_python-*.whl")), member, dist, sums=True)
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    use_index(monkeypatch, empty.as_uri())  # had step 1 run, it would fail fast here, not reach an index
+    python = fresh_venv(tmp_path / "serving", pip=False)
+    code, document, err = _install_run(dist, python)
+    assert code == 3, err
+    error = document["error"]
+    assert error["kind"] == "IntegrityError" and "refused before step 1, nothing was installed" in error["message"]
+    assert "flashinfer_python-0.6.8.post1+nvfp4" in error["found"] and "rebuild" in error["fix"]
+    assert member in error["found"] or "carried over from upstream" in error["found"]
+    assert "[1/3]" not in err and installed(python).keys().isdisjoint({"flashinfer-python", "sglang"})
+
+
+@pytest.mark.upstream
+def test_install_run_refuses_a_dist_whose_sha256sums_disagree(default_dist: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    dist = tmp_path / "dist"
+    shutil.copytree(default_dist, dist)
+    sums = (dist / "SHA256SUMS").read_text().splitlines()
+    (dist / "SHA256SUMS").write_text("\n".join(["0" * 64 + line[64:] if "flashinfer" in line else line for line in sums]) + "\n")
+    use_index(monkeypatch, (tmp_path / "none").as_uri())
+    python = fresh_venv(tmp_path / "serving", pip=False)
+    code, document, err = _install_run(dist, python)
+    assert code == 3, err
+    assert "SHA256SUMS says " + "0" * 64 in document["error"]["message"]
+    assert "[1/3]" not in err and "flashinfer-python" not in installed(python)
+
+
+@pytest.mark.upstream
+def test_the_printed_sequence_says_how_to_verify(default_dist: Path, tmp_path: Path) -> None:
+    """The line printed first checks the wheels as install --run does: pasted as is, it passes the built
+    dist and refuses an edited one."""
+    from helpers import OVERLAY, edited_wheel
+
+    code, out, _ = run("install", "--json", "--dist-dir", str(default_dist), "--patches-dir", str(PATCHES),
+                       "--overlay-dir", str(OVERLAY))
+    check = json.loads(out)["verify"]
+    assert code == 0 and check["argv"][3] == "verify"
+    assert subprocess.run(check["argv"], capture_output=True, text=True).returncode == 0
+    edited = tmp_path / "dist"
+    shutil.copytree(default_dist, edited)
+    edited_wheel(next(default_dist.glob("flashinfer_python-*.whl")), "flashinfer/__init__.py", edited)
+    argv = [a.replace(str(default_dist), str(edited)) for a in check["argv"]]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 3, done.stdout
 
 
 # --- the real stacks: the whole dependency tree, resolved from this machine's index ---------------

@@ -185,6 +185,7 @@ def test_the_readme_top_to_bottom(tmp_path: Path) -> None:
     shown = next(block for block in blocks(README.read_text()) if block[0].startswith(SERVING + " -m pip install"))
     out = next(text for (_, line), text in printed.items()
                if line == f"python build_wheels.py install --python {SERVING}")
-    lines = [line.replace(world.python, SERVING).replace(str(world.dist), "dist")
-             for line in out.splitlines() if not line.startswith("#")]
+    check, *lines = [line.replace(world.python, SERVING).replace(str(world.dist), "dist")
+                     for line in out.splitlines() if not line.startswith("#")]
     assert lines == shown
+    assert check.startswith(f"{sys.executable} -m nvfp4_overlay.cli verify ")  # said in prose: this Python's path

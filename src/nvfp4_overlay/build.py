@@ -25,6 +25,7 @@ from .metadata import (
     write_record,
 )
 from .patching import Applied, HunkResult, Patch, Series, apply_series
+from .probes.doctor_files import record_rows_sha256
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,8 @@ def plan_wheel(
     changed = _with_overlay(applied, overlay, reader, upstream)
     # 4. Unchanged members keep their bytes and RECORD rows; the dist-info moves to the new version.
     copied, rows = _carried_over(reader, old, new, changed, record, pin.filename)
-    made = _made_members(old, new, reader, changed, upstream, pin, series, overlay, applied)
+    carried = {"rows": len(rows), "sha256": record_rows_sha256((r.path, r.hash, r.size) for r in rows)}
+    made = _made_members(old, new, reader, changed, upstream, pin, series, overlay, applied, carried)
     rows += [RecordRow(m.name, record_hash(m.data), str(len(m.data))) for m in made]
     record_path = f"{new.dist_info}/RECORD"
     made.append(NewMember(record_path, write_record(record_path, rows)))
@@ -142,6 +144,7 @@ def _carried_over(
 def _made_members(
     old: DistInfo, new: DistInfo, reader: WheelReader, changed: Mapping[str, bytes | None],
     upstream: Upstream, pin: UpstreamWheel, series: Series, overlay: Sequence[OverlayFile], applied: Applied,
+    carried: Mapping[str, Any],
 ) -> list[NewMember]:
     made = []
     for path, data in sorted(changed.items()):
@@ -152,6 +155,8 @@ def _made_members(
             made.append(NewMember(old.rename(path, new), data, mode or 0o644))
     metadata = set_version(reader.read(f"{old.dist_info}/METADATA"), upstream.local_version)
     made.append(NewMember(f"{new.dist_info}/METADATA", metadata))
+    extra = {f.path for f in overlay}
+    patched = {m.name: sha256_bytes(m.data) for m in made if m.name not in extra}  # the series' files, METADATA
     document = provenance(
         upstream_filename=pin.filename,
         upstream_sha256=pin.sha256,
@@ -159,6 +164,8 @@ def _made_members(
         revision=upstream.revision,
         patches=[_patch_record(p, applied) for p in series.patches],
         overlay={f.path: sha256_bytes(f.data) for f in overlay},
+        patched=patched,
+        carried=carried,
         tool_version=__version__,
     )
     made.append(NewMember(f"{new.dist_info}/{PROVENANCE}", document))

@@ -30,6 +30,7 @@ DISTRIBUTIONS = ("flashinfer-python", "sglang")
 OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
 PACKAGE = Path(__file__).resolve().parent
 PROBE = "nvfp4_overlay.probes.doctor_trace"
+FILES_PROBE = "nvfp4_overlay.probes.doctor_files"  # versions, provenance, RECORD against it: nothing imported
 
 
 # --- the facts, from a child of the examined interpreter ------------------------------------------
@@ -39,7 +40,35 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
     """Every fact the probe printed before it finished, crashed or hung; ConfigError if `python` cannot run it."""
     progress.report(f"{python}: reading the installed distributions" + (" and tracing each routed entry point"
                                                                          if trace else ""))
-    command = [python, "-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
+    argv = ["-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
+    facts, why, timed_out = _child_facts(python, argv, timeout)
+    if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
+        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
+               f"run doctor again, and report the error if it stays")
+        raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
+                           fix="run doctor again; report the error if it stays")
+    for name, held in installed_distributions(python, timeout=timeout).items():  # RECORD against the provenance
+        if "against_provenance" in held and name in facts.get("distributions", {}):
+            facts["distributions"][name]["against_provenance"] = held["against_provenance"]
+    hung = {"timed_out": True} if timed_out else {}
+    facts.setdefault("import", {"ok": False, "error": why, **hung})
+    if trace:
+        facts.setdefault("trace", {"ok": False, "error": why, **hung})
+    return facts
+
+
+def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
+    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance and, for a patched
+    build, the RECORD it was installed with against that provenance (probes/doctor_files.py: no file
+    hashed, nothing imported; apart from the trace probe, whose source keys the oracle's results)."""
+    progress.report(f"{python}: reading the installed distributions")
+    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *DISTRIBUTIONS], timeout)
+    return dict(facts["distributions"])
+
+
+def _child_facts(python: str, argv: list[str], timeout: float) -> tuple[dict[str, Any], str, bool]:
+    """The JSON lines a probe printed in a child of `python`, why it stopped if it did not finish, and
+    whether it timed out (TimedOut if it gave nothing before the distributions: slow is not broken)."""
     with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-") as tmp:
         # The child imports only this package from here, through a folder that holds nothing else: the
         # examined environment's own torch and flashinfer stay the ones it finds. From an empty
@@ -52,7 +81,8 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
         path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
         env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
         try:
-            done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+            done = subprocess.run([python, *argv], check=False, capture_output=True, text=True, timeout=timeout,
+                                  env=env, cwd=cwd)
             stdout, stderr, code = done.stdout, done.stderr, done.returncode
         except subprocess.TimeoutExpired as exc:
             stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
@@ -78,16 +108,7 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
                f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
         raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
                           fix="name the environment's bin/python")
-    if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
-        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
-               f"run doctor again, and report the error if it stays")
-        raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
-                           fix="run doctor again; report the error if it stays")
-    timed_out = {"timed_out": True} if code is None else {}
-    facts.setdefault("import", {"ok": False, "error": why, **timed_out})
-    if trace:
-        facts.setdefault("trace", {"ok": False, "error": why, **timed_out})
-    return facts
+    return facts, why, code is None
 
 
 def check_python(python: str) -> str:

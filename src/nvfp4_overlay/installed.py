@@ -1,6 +1,6 @@
 """What is installed, judged: a distribution's facts against patches/ (patched, current, intact), SGLang's pin.
 
-The facts are what probes/doctor_env.py gathered in the examined interpreter; nothing here reads
+The facts are what probes/doctor_env.py and doctor_files.py gathered in the examined interpreter; nothing here reads
 that environment itself, so doctor can judge any interpreter from the one it runs in.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from . import api_audit
 from .api_audit import PublicFunction
-from .errors import ConfigError, Exit
+from .errors import ConfigError, Exit, OverlayError
 from .manifest import Stack, Target, load_stacks, load_upstream
 
 SGLANG_FIXED = Version("0.5.12")  # ships its own opaque fp4_quantize (srt/layers/quantization/fp4_utils.py)
@@ -58,6 +58,11 @@ def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, findi
     report["series"] = _series_state(name, version, provenance, patches_dir, finding)
     report["record"] = fact["record"]
     _judge_record(name, version, report["record"], finding)
+    if provenance is not None:
+        held = fact.get("against_provenance")
+        _judge_arrival(name, version, provenance, held, report["record"], patches_dir, finding)
+        if held is not None:  # the rows themselves were for naming them: not in the report
+            report["against_provenance"] = {**held, "carried": {k: v for k, v in held["carried"].items() if k != "listed"}}
     return report
 
 
@@ -123,10 +128,61 @@ def _judge_record(name: str, version: str, record: dict[str, Any], finding: Find
     for kind in ("modified", "missing"):
         paths = record[kind]
         if paths:
-            shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
             finding.integrity.append(
-                f"{name} {version}: {len(paths)} installed file(s) {kind} since pip installed them ({shown}); "
-                f"reinstall with 'pip install --force-reinstall --no-deps' the wheel you meant to run")
+                f"{name} {version}: {len(paths)} installed file(s) {kind} since they were installed ({_shown(paths)}): "
+                f"they differ from the RECORD the installer wrote; reinstall with 'pip install --force-reinstall "
+                f"--no-deps' the wheel you meant to run (pip and uv do not check a wheel's RECORD: if the files "
+                f"stay {kind}, the wheel itself holds them so, and 'nvfp4-overlay verify WHEEL' refuses it: rebuild it)")
+
+
+def _judge_arrival(name: str, version: str, provenance: dict[str, Any], facts: dict[str, Any] | None,
+                   record: dict[str, Any], patches_dir: Path, finding: Finding) -> None:
+    """The RECORD the wheel was installed with, against its provenance: a difference there means the wheel
+    itself was edited after the build (its RECORD rewritten to match), so reinstalling it changes nothing."""
+    fix = (f"verify the wheel you installed ('nvfp4-overlay verify WHEEL'), rebuild it ('nvfp4-overlay build "
+           f"{name}=={_public(version)}') and reinstall the rebuilt one")
+    if facts is None or "upstream" not in provenance or not isinstance(provenance.get("patched"), dict):
+        finding.notes.append(f"{name} {version}: its provenance carries no digests of its files (an older build), "
+                             f"so they are held to RECORD alone; rebuild and reinstall to hold them to the build")
+        return
+    edited = [p for p in facts["differs"] if p not in record["modified"] and p not in record["missing"]]
+    if edited:
+        finding.integrity.append(
+            f"{name} {version}: the wheel arrived edited: {len(edited)} installed file(s) differ from what the build "
+            f"wrote (its provenance) but match the RECORD they were installed with ({_shown(edited)}); {fix}")
+    if facts["carried"].get("ok") is False:
+        expected = provenance.get("upstream", {}).get("record", {})
+        named = _name_carried(name, provenance, facts["carried"].get("listed", []), patches_dir)
+        finding.integrity.append(
+            f"{name} {version}: the wheel arrived edited: the RECORD rows of the {facts['carried']['rows']} files "
+            f"carried over from upstream do not match what the build wrote ({expected.get('rows')} rows of sha256 "
+            f"{expected.get('sha256')}, found {facts['carried']['sha256']}); {named}; {fix}")
+
+
+def _name_carried(name: str, provenance: dict[str, Any], listed: Sequence[Sequence[str]], patches_dir: Path) -> str:
+    """Which installed rows upstream's own RECORD does not have so, read from the pinned upstream wheel where
+    the cache holds it (its sha256 checked); else how to have them named."""
+    from . import fetch
+    from .metadata import find_dist_info, parse_record
+
+    filename = str(provenance.get("upstream", {}).get("filename"))
+    try:
+        upstream = load_upstream(patches_dir, Target(canonicalize_name(name), str(parse_wheel_filename(filename)[1])))
+        pin = next(w for w in upstream.wheels if w.filename == filename)
+        with fetch.open_upstream(upstream, pin, fetch.Source(fetch.default_cache_dir(), offline=True)) as reader:
+            old = find_dist_info(filename, reader.names, reader.read)
+            rows = parse_record(reader.read(f"{old.dist_info}/RECORD"), filename)
+    except (ConfigError, OverlayError, StopIteration, InvalidWheelFilename, InvalidVersion):
+        return (f"put {filename} in the cache ('nvfp4-overlay build {name}=={_public(str(provenance.get('version')))}' "
+                f"downloads it) and run doctor again to name them")
+    new = old.relabelled(str(provenance.get("version")))
+    wanted = {old.rename(r.path, new): r.hash for r in rows.values()}
+    odd = [path for path, digest, _ in listed if wanted.get(path) != digest]
+    return f"against {filename}'s own RECORD: {_shown(odd)}" if odd else f"{filename}'s RECORD lists rows no longer there"
+
+
+def _shown(paths: Sequence[str]) -> str:
+    return ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 def scans_api(flashinfer: dict[str, Any]) -> bool:

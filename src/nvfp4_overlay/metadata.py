@@ -209,17 +209,23 @@ def provenance(
     revision: int,
     patches: Iterable[Mapping[str, Any]],
     overlay: Mapping[str, str],
+    patched: Mapping[str, str],
+    carried: Mapping[str, Any],
     tool_version: str,
 ) -> bytes:
-    """NVFP4_OVERLAY.json: what the wheel was built from, enough to check it against the series."""
+    """NVFP4_OVERLAY.json: what the wheel was built from, enough to check it against the series, and
+    every member without the upstream wheel: the sha256 of each overlay file and each member the build
+    rewrote (`patched`: the series' files, METADATA), and of the RECORD rows it carried over from
+    upstream unchanged (`upstream.record`: their count and probes.doctor_files.record_rows_sha256)."""
     document = {
         "tool": "nvfp4-overlay",
         "tool_version": tool_version,
         "version": local_version,
         "revision": revision,
-        "upstream": {"filename": upstream_filename, "sha256": upstream_sha256},
+        "upstream": {"filename": upstream_filename, "sha256": upstream_sha256, "record": dict(carried)},
         "patches": list(patches),
         "overlay": dict(sorted(overlay.items())),
+        "patched": dict(sorted(patched.items())),
     }
     return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 

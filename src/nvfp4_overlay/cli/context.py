@@ -39,8 +39,6 @@ class Context:
         self.dist_dir = _directory(Path(getattr(args, "dist_dir", None) or "dist"), "--dist-dir", may_be_missing=True)
         if getattr(args, "output", None):  # index --output: a directory it replaces whole, never a file
             _directory(Path(args.output), "--output", may_be_missing=True)
-        for wheel in getattr(args, "wheels", None) or ():
-            _wheel_name(wheel)
         self._source: fetch.Source | None = None
         if hasattr(args, "cache_dir"):
             self.source  # noqa: B018 - the paths it names are checked now, before any work
@@ -129,18 +127,3 @@ def _directory(path: Path, what: str, *, may_be_missing: bool = False) -> Path:
 
 def _under_a_file(path: Path) -> bool:
     return any(p.exists() and not p.is_dir() for p in path.parents)
-
-
-def _wheel_name(given: str) -> None:
-    """verify's WHEEL: a file named as a wheel (PEP 427); a README or a SHA256SUMS is a bad argument, not a bad wheel."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    if not Path(given).is_file():
-        return  # verify says what it is instead (missing, a directory)
-    try:
-        parse_wheel_filename(Path(given).name)
-    except InvalidWheelFilename:
-        msg = (f"{given}: not a wheel's name (NAME-VERSION-TAGS.whl, PEP 427); name a wheel that build wrote, "
-               f"e.g. dist/*.whl")
-        raise ConfigError(msg, path=given, item="WHEEL", expected="NAME-VERSION-TAGS.whl", found=Path(given).name,
-                          fix="name a wheel that build wrote, e.g. dist/*.whl") from None

@@ -65,6 +65,12 @@ def _render_distribution(name: str, dist: dict[str, Any]) -> list[str]:
     changed = len(record["modified"]) + len(record["missing"])
     lines.append(f"{'':<18}files: {record['matching']:,} of {record['files']:,} match RECORD"
                  + (f"; {changed} modified or missing" if changed else ""))
+    held = dist.get("against_provenance")
+    if held:
+        carried = held["carried"]
+        verdict = "as built" if not held["differs"] and carried.get("ok") else "NOT as built (arrived edited)"
+        lines.append(f"{'':<18}RECORD against the provenance: {held['explained']} overlay and patched files by "
+                     f"sha256, {carried['rows']:,} upstream rows by digest: {verdict}")
     return lines
 
 

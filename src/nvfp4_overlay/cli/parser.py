@@ -44,8 +44,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
               "  nvfp4-overlay build flashinfer-python==0.6.18\n"
               "  nvfp4-overlay build --stack all --all-platforms\n"
               "It prints the commands that install what it built."),
-    "verify": ("build", "check built wheels: every RECORD hash, and the provenance against the series it names",
-               "  nvfp4-overlay verify dist/*.whl"),
+    "verify": ("build", "check built wheels: every member explained by upstream's RECORD, the series or the overlay, "
+               "its RECORD and SHA256SUMS, and the provenance against the series it names",
+               "  nvfp4-overlay verify dist/*.whl\n"
+               "With the pinned upstream wheel in the cache, the wheel is planned again from it; without, each member "
+               "is held to the digests its provenance carries. exit 0: explained; 2: not a wheel; 3: refused"),
     "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
     "install": ("serve", "the commands that install a stack into a serving environment: its upstream "
@@ -54,9 +57,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "  nvfp4-overlay install --stack sglang-0.5.19 --uv\n"
                 "  nvfp4-overlay install --python /srv/sglang/bin/python --run\n"
                 "  nvfp4-overlay install --fleet-index https://wheels.example/simple --python /srv/sglang/bin/python"),
-    "rollback": ("serve", "the commands that put a stack's exact upstream releases back in place of the patched ones",
+    "rollback": ("serve", "the commands that put the exact upstream releases back in place of the patched builds "
+                 "an environment has installed (its releases kept)",
                  "  nvfp4-overlay rollback --python /srv/sglang/bin/python\n"
-                 "  nvfp4-overlay rollback --stack sglang-0.5.19 --uv --python /srv/sglang/bin/python --run"),
+                 "  nvfp4-overlay rollback --uv --python /srv/sglang/bin/python --run\n"
+                 "  nvfp4-overlay rollback --stack sglang-0.5.19 --switch-release --python /srv/sglang/bin/python\n"
+                 "A --stack the environment does not run is refused (exit 2) unless --switch-release says so."),
     "doctor": ("doctor", "what a Python environment has installed, patched or not, and whether the FP4 path traces",
                "  nvfp4-overlay doctor --python /srv/sglang/bin/python\n  nvfp4-overlay doctor --json --no-trace\n"
                "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, the trace check failed, or "
@@ -129,6 +135,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = command("verify")
     p.add_argument("wheels", nargs="+", metavar="WHEEL", help="a wheel that build wrote")
     _data(p)
+    _upstream_lookup(p, wheelhouse=True)
     _output(p)
 
     p = command("list")
@@ -138,7 +145,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
 
     for name in ("install", "rollback"):
         p = command(name)
-        p.add_argument("--stack", type=_name, help="a stack from 'list' (default: the default stack)")
+        p.add_argument("--stack", type=_name, help="a stack from 'list' (default: the default stack)" if name == "install"
+                       else "a stack from 'list' (default: what the environment has installed)")
         p.add_argument("--python", metavar="PATH", help="the serving environment's Python (default: this one)")
         p.add_argument("--uv", action="store_true", help="uv pip commands instead of pip's")
         p.add_argument("--run", action="store_true", help="run the commands, stopping at the first that fails")
@@ -146,7 +154,13 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
             p.add_argument("--fleet-index", type=_url, metavar="URL", help="take the patched wheels from this index "
                            "('nvfp4-overlay index' writes one) instead of the dist dir")
             _dist(p)
-        _data(p, overlay=False)
+            _data(p)  # --run verifies the wheels against the series and overlay before it installs anything
+            _upstream_lookup(p)
+        else:
+            p.add_argument("--switch-release", action="store_true",
+                           help="with --stack: install that stack's upstream releases even where the environment "
+                                "runs other releases (changes releases; may add a distribution)")
+            _data(p, overlay=False)
         _output(p)
 
     p = command("doctor")
@@ -225,6 +239,16 @@ def _source(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--python-version", type=_python_version, metavar="X.Y",
                        help="build the wheel for this Python (X.Y), as pip takes it")
     group.add_argument("--platform", type=_platform, action="append", help="build the wheel for this platform tag (repeatable)")
+
+
+def _upstream_lookup(parser: argparse.ArgumentParser, *, wheelhouse: bool = False) -> None:
+    """Where a command that checks built wheels finds the pinned upstream wheels; it never downloads them."""
+    group = parser.add_argument_group("upstream wheels (looked up, never downloaded)")
+    group.add_argument("--cache-dir", help="upstream wheel cache (default: $NVFP4_OVERLAY_CACHE or ~/.cache/nvfp4-overlay)")
+    if wheelhouse:
+        group.add_argument("--wheelhouse", help="also look for upstream wheels in this folder")
+    parser.set_defaults(offline=True, all_platforms=False, python_version=None, platform=None,
+                        **({} if wheelhouse else {"wheelhouse": None}))
 
 
 def _output(parser: argparse.ArgumentParser) -> None:

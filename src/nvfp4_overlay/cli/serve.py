@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import index
-from ..errors import ConfigError, Exit, StepFailed
-from ..install import Step, Tool, install_steps, missing_wheels, rollback_steps
+from .. import doctor, index
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed
+from ..files import SHA256SUMS
+from ..install import Step, Tool, install_steps, installed_from_facts, missing_wheels, rollback_steps, rollback_targets
 from ..manifest import Stack, Stacks, Target, load_stacks, load_upstream
+from ..verify import verify_wheel
 from .context import Context
 
 
@@ -23,6 +25,7 @@ def cmd_install(ctx: Context) -> int:
     tool = _tool(ctx)
     fleet = ctx.args.fleet_index
     dist = ctx.dist_dir.resolve()
+    patterns = [] if fleet else [f"{_stem(ctx, t)}-{v}-*.whl" for t, v in locals_.items()]
     missing = [] if fleet else missing_wheels(dist, [(_stem(ctx, t), v) for t, v in locals_.items()])
     if missing:
         msg = (f"{dist} holds no {', '.join(missing)}: build the stack first ('nvfp4-overlay build --stack "
@@ -31,14 +34,59 @@ def cmd_install(ctx: Context) -> int:
             raise ConfigError(msg, path=dist, item=stack.name, expected=", ".join(missing), found="not built",
                               fix=f"nvfp4-overlay build --stack {stack.name}")
         ctx.log(f"warning: {msg}")
+    wheels = [w for pattern in patterns for w in sorted(dist.glob(pattern))]
+    if ctx.args.run and wheels:
+        _verify_before_install(ctx, stack, dist, wheels)
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
-    return _print_or_run(ctx, steps, {"stack": stack.name, "missing": missing})
+    document: dict[str, Any] = {"stack": stack.name, "missing": missing}
+    check = None if fleet else _verify_step(ctx, [str(w) for w in wheels] or [str(dist / p) for p in patterns])
+    return _print_or_run(ctx, steps, document, check)
+
+
+def _verify_step(ctx: Context, wheels: list[str]) -> Step:
+    """The line that checks the wheels as install --run does, for the operator who runs the steps by hand."""
+    data = [*(["--patches-dir", str(ctx.args.patches_dir)] if ctx.args.patches_dir else []),
+            *(["--overlay-dir", str(ctx.args.overlay_dir)] if ctx.args.overlay_dir else [])]
+    return Step("first check the wheels: SHA256SUMS, and every member explained (install --run does this itself)",
+                (sys.executable, "-m", "nvfp4_overlay.cli", "verify", *data, *wheels))
+
+
+def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[Path]) -> None:
+    """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify: refused (exit 3) before step 1."""
+    problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
+    for wheel in wheels:
+        ctx.log(f"verifying {wheel.name}")
+        verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+        problems += [f"{wheel.name}: {p}" for p in verdict.problems]
+    if problems:
+        fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
+        msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
+               f"the build wrote:\n  " + "\n  ".join(problems) + f"\n{fix[0].upper()}{fix[1:]}")
+        raise IntegrityError(msg, path=dist, item=", ".join(w.name for w in wheels),
+                             expected="wheels listed in SHA256SUMS, every member explained by the build",
+                             found="; ".join(problems), fix=fix)
 
 
 def cmd_rollback(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
-    stack = stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml")
-    return _print_or_run(ctx, rollback_steps(stack, _tool(ctx)), {"stack": stack.name})
+    named = stacks.get(ctx.args.stack, ctx.patches_dir / "stacks.toml") if ctx.args.stack else None
+    if ctx.args.switch_release and named is None:
+        msg = "--switch-release: it switches to the releases of a stack; name one with --stack NAME"
+        raise ConfigError(msg, item="--switch-release", expected="--stack NAME", found="no --stack",
+                          fix="add --stack NAME, or leave out --switch-release")
+    tool = _tool(ctx, always=True)
+    python = str(tool.python)
+    installed = installed_from_facts(doctor.installed_distributions(python))
+    targets = rollback_targets(installed, named, switch_release=ctx.args.switch_release, where=python)
+    document: dict[str, Any] = {"stack": named.name if named else None, "installed": [str(i) for i in installed],
+                                "targets": [str(t) for t in targets]}
+    if not targets:
+        document["steps"] = []
+        ctx.emit(document, f"nothing to roll back: {python} has no patched build installed "
+                           f"({', '.join(map(str, installed)) or 'neither flashinfer-python nor sglang'})")
+        return Exit.OK
+    label = named.name if named else f"installed in {python}"
+    return _print_or_run(ctx, rollback_steps(Stack(label, tuple(targets)), tool), document)
 
 
 def _local_versions(ctx: Context, stack: Stack) -> dict[Target, str]:
@@ -49,13 +97,12 @@ def _stem(ctx: Context, target: Target) -> str:
     return load_upstream(ctx.patches_dir, target).wheels[0].filename.split("-", 1)[0]
 
 
-def _tool(ctx: Context) -> Tool:
-    from ..doctor import check_python
-
+def _tool(ctx: Context, *, always: bool = False) -> Tool:
+    """pip or uv for the environment of --python; with --run (or `always`: rollback reads it), this one's by default."""
     python = ctx.args.python
     if python is not None:
-        check_python(python)
-    elif ctx.args.run:
+        doctor.check_python(python)
+    elif ctx.args.run or always:
         python = sys.executable  # --run without --python: this environment, as doctor examines it
     if ctx.args.uv and ctx.args.run and shutil.which("uv") is None:
         msg = "--uv --run: uv is not on PATH; install it ('pip install uv') or leave out --uv to use pip"
@@ -63,10 +110,12 @@ def _tool(ctx: Context) -> Tool:
     return Tool(uv=ctx.args.uv, python=python)
 
 
-def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any]) -> int:
+def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], check: Step | None = None) -> int:
     document["steps"] = [{"why": s.why, "argv": list(s.argv), "shell": s.shell} for s in steps]
+    if check is not None:
+        document["verify"] = {"why": check.why, "argv": list(check.argv), "shell": check.shell}
     if not ctx.args.run:
-        ctx.emit(document, "\n".join(f"# {s.why}\n{s.shell}" for s in steps))
+        ctx.emit(document, "\n".join(f"# {s.why}\n{s.shell}" for s in ([check] if check else []) + steps))
         return Exit.OK
     for number, step in enumerate(steps, start=1):
         ctx.log(f"[{number}/{len(steps)}] {step.shell}")
