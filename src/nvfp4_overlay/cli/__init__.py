@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         ctx = Context(args)
         module = importlib.import_module(f"{__name__}.{COMMANDS[args.command][0]}")
-        run = getattr(module, f"cmd_{args.command}")
+        run = getattr(module, f"cmd_{args.command.replace('-', '_')}")
         with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
             return int(run(ctx))
     except OverlayError as exc:
