@@ -148,7 +148,8 @@ def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolki
                 found: dict[str, Any]) -> dict[str, Any]:
     modules = {}
     for name, module in sorted(found["modules"].items()):
-        entry = {k: module[k] for k in ("sources", "cuda_cflags", "cflags", "ldflags", "inputs", "first_loaded_by")}
+        entry = {k: module[k] for k in ("sources", "cuda_cflags", "cflags", "ldflags", "include_dirs", "needs_device_linking",
+                                           "inputs", "first_loaded_by")}
         entry["included"] = name in found["built"]
         if entry["included"]:
             entry["build_seconds"] = found["built"][name]["seconds"]

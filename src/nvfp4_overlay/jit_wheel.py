@@ -28,10 +28,12 @@ PACKAGE = "flashinfer_jit_cache"
 DIST = "flashinfer-jit-cache"
 PROVENANCE = "NVFP4_OVERLAY_JIT_CACHE.json"
 MODULES_DIR = "jit_cache"
-# What nvcc leaves this tool no way to fix: nvcc embeds no date and, at -O3 without -g, no path;
-# the bytes of a module depend on the toolkit's exact build and the host compiler's.
-NOT_REPRODUCIBLE = ("a module's bytes are the same only with the same nvcc build, host compiler (c++) and "
-                    "libcuda stub; the archive itself (dates, order, modes) is fixed")
+# What nvcc leaves this tool no way to fix (measured: fp4_kv_quant built twice differs): nvcc names its
+# temporary files tmpxft_<process id>_... and that name lands in the module's registration symbols,
+# and the source's absolute path (the unpacked tree under the cache dir) is embedded too.
+NOT_REPRODUCIBLE = ("a module's bytes differ from build to build: nvcc embeds its temporary file name "
+                    "(tmpxft_<process id>) and the source's absolute path; they also depend on the nvcc build and "
+                    "the host compiler; the archive around them (dates, order, modes) is fixed")
 
 
 def cache_version(flashinfer_local_version: str, cuda_major: str, gpu: str) -> str:

@@ -36,6 +36,10 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path) -> Verdict:
         msg = f"{path}: {found}, not a wheel file; name a wheel that build wrote, e.g. dist/*.whl"
         raise ConfigError(msg, path=path, item="WHEEL", expected="a wheel file", found=found,
                           fix="name a wheel that build wrote")
+    from . import jit_verify  # a flashinfer_jit_cache wheel has checks of its own
+
+    if jit_verify.is_cache_wheel(path):
+        return jit_verify.verify_cache_wheel(path)
     verdict = Verdict(path)
     try:
         with WheelReader(path) as reader:
