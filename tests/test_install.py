@@ -79,8 +79,17 @@ def test_install_prints_the_stack_s_commands_as_json() -> None:
     assert revision.get("sglang-0.5.15", PATCHES).upstream == (Target("sglang", "0.5.15"),)
     shells = [s["shell"] for s in document["steps"]]
     assert shells[0] == "pip install flashinfer-python==0.6.12 sglang==0.5.15"
-    assert shells[1].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
+    assert shells[1] == "pip install --no-deps flashinfer-cubin==0.6.12"  # its release's cubins, no fetch at run time
+    assert shells[2].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
     assert document["missing"] and "warning:" in err  # printed all the same; --run would refuse
+
+
+def test_install_brings_no_cubin_where_its_release_has_none() -> None:
+    """flashinfer-cubin is published up to 0.6.13: sglang-0.5.19 (FlashInfer 0.6.18) fetches at run time."""
+    code, out, _ = run("install", "--stack", "sglang-0.5.19", "--patches-dir", str(PATCHES), "--json",
+                       "--dist-dir", "/no/dist/here")
+    assert code == 0
+    assert not any("flashinfer-cubin" in s["shell"] for s in json.loads(out)["steps"])
 
 
 def test_install_run_refuses_a_stack_that_is_not_built(tmp_path: Path) -> None:

@@ -32,7 +32,15 @@ def cmd_install(ctx: Context) -> int:
                               fix=f"nvfp4-overlay build --stack {stack.name}")
         ctx.log(f"warning: {msg}")
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
-    return _print_or_run(ctx, steps, {"stack": stack.name, "missing": missing})
+    return _print_or_run(ctx, _with_cubins(stack, tool, steps), {"stack": stack.name, "missing": missing})
+
+
+def _with_cubins(stack: Stack, tool: Tool, steps: list[Step]) -> list[Step]:
+    """flashinfer-cubin of the stack's release, after the upstream step (cubins.py says why)."""
+    from .. import cubins
+
+    step = cubins.install_step(stack, tool)
+    return steps if step is None else [steps[0], step, *steps[1:]]
 
 
 def cmd_rollback(ctx: Context) -> int:

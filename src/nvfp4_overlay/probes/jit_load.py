@@ -54,7 +54,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         from nvfp4_overlay.probes.doctor_trace import fake_capability
 
         fake_capability(torch, tuple(faked))
-        torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+        torch.Tensor.cuda = lambda self, *a, **k: self
         torch.cuda.current_device = lambda: 0
     loads: list[dict[str, Any]] = []
     _watch(jit_core, loads, stop=bool(faked))
