@@ -72,7 +72,8 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         make = dict(case_table.cases(name, fn))[case_id]
         args, kwargs = make(torch)
         if not faked:
-            args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
+            args = tuple(_on_gpu(torch, a) for a in args)
+            kwargs = {k: _on_gpu(torch, v) for k, v in kwargs.items()}
         del loads[:]
         watching[0] = True
         begun = time.perf_counter()
@@ -90,6 +91,15 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
                                        "loads": list(loads)}
     return {"version": flashinfer.__version__, "aot_dir": str(jit_env.FLASHINFER_AOT_DIR), "import_seconds": round(imported, 3),
             "calls": calls, "processes": processes}
+
+
+def _on_gpu(torch: Any, value: Any) -> Any:
+    """A case's CPU tensor on the GPU; a meta tensor (mxfp8's cases) as zeros of its shape there."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    if value.device.type == "meta":
+        return torch.zeros(value.shape, dtype=value.dtype, device="cuda")
+    return value.cuda()
 
 
 def _watch(jit_core: Any, loads: list[dict[str, Any]], *, stop: bool) -> None:
