@@ -68,6 +68,7 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules, then nvcc ({toolkit.nvcc_version})")
     found = _run_probe(plan, toolkit, work)
     _check_asked(request, found)
+    _check_failed(found, work)
     # 4. The wheel: the modules built, the plan and how they were built.
     version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
     provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
@@ -142,6 +143,17 @@ def _check_asked(request: Request, found: dict[str, Any]) -> None:
         msg = (f"--module {', '.join(unknown)}: not loaded by the serving path on {request.gpu}; the plan's modules "
                f"are {', '.join(sorted(found['modules']))}")
         raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown))
+
+
+def _check_failed(found: dict[str, Any], work: Path) -> None:
+    failed = found.get("failed") or {}
+    if failed:
+        lines = "; ".join(f"{name}: {line}" for name, line in sorted(failed.items()))
+        msg = (f"nvcc could not build {len(failed)} module(s) ({lines}); the {len(found['built'])} built are kept in "
+               f"{work}: fix the toolkit (a header missing: install the full CUDA toolkit) and run the same command again, "
+               f"or leave them out with --module")
+        raise OverlayError(msg, path=work, item=", ".join(sorted(failed)), expected="built", found=lines,
+                           fix="install the full CUDA toolkit, or name the other modules with --module")
 
 
 def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolkit: Toolkit, plan: dict[str, Any],

@@ -39,8 +39,12 @@ spec = iu.find_spec("flashinfer")
 if spec and spec.origin:
     path = os.path.join(os.path.dirname(spec.origin), "compilation_context.py")
     out["sm12x_needs_129"] = os.path.isfile(path) and "requires CUDA >= 12.9" in open(path).read()
-home = out["cuda_home"] or (os.path.dirname(os.path.dirname(os.path.realpath(out["nvcc"]))) if out["nvcc"] else None)
-for header in ([os.path.join(home, "include", "cuda.h"), "/usr/local/cuda/include/cuda.h"] if home else []):
+homes = [out["cuda_home"], os.path.dirname(os.path.dirname(os.path.realpath(out["nvcc"]))) if out["nvcc"] else None,
+         "/usr/local/cuda" if out["nvcc"] else None]
+home = next((h for h in homes if h and os.path.isfile(os.path.join(h, "include", "cuda.h"))), None)
+if home:
+    out["headers_missing"] = [h for h in ("cublasLt.h", "curand_kernel.h") if not os.path.isfile(os.path.join(home, "include", h))]
+for header in ([os.path.join(home, "include", "cuda.h")] if home else []):
     if os.path.isfile(header):
         found = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", open(header).read())
         if found:
@@ -138,6 +142,10 @@ def _judge_toolkit(fact: dict[str, Any], gpu: str | None, build: str, finding: F
                                 f"their first call fails; install the prebuilt cache ({build}) or a CUDA toolkit")
         return
     toolkit = fact.get("toolkit")
+    if fact.get("headers_missing"):
+        finding.problems.append(f"the CUDA toolkit has no {', '.join(fact['headers_missing'])} (a partial install: "
+                                f"nvcc and cudart alone): most FP4 modules include them and will not build at first call; "
+                                f"install the full toolkit (cuBLAS and cuRAND development files) or the prebuilt cache: {build}")
     if gpu and gpu.startswith("sm12") and toolkit:
         need = "12.9" if fact.get("sm12x_needs_129") else "12.8"
         if tuple(map(int, toolkit.split("."))) < tuple(map(int, need.split("."))):

@@ -153,6 +153,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
     p.add_argument("--url", help="the address the fleet will reach it at, for the install lines it prints "
                    "(default: its file:// URL)")
+    p.add_argument("--cubins", action="store_true", help="bring each built stack's flashinfer-cubin into the dist dir "
+                   "first (pip, about 300 MB each; the cache is read first), so the fleet fetches no cubin at run time")
+    p.add_argument("--offline", action="store_true", help="with --cubins: never run pip; say what is missing")
     _dist(p)
     _data(p, overlay=False)
     _output(p)

@@ -32,14 +32,23 @@ def cmd_install(ctx: Context) -> int:
                               fix=f"nvfp4-overlay build --stack {stack.name}")
         ctx.log(f"warning: {msg}")
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
-    return _print_or_run(ctx, _with_cubins(stack, tool, steps), {"stack": stack.name, "missing": missing})
+    _warn_cubins(ctx, stack, dist, fleet)
+    return _print_or_run(ctx, _with_cubins(stack, tool, steps, fleet), {"stack": stack.name, "missing": missing})
 
 
-def _with_cubins(stack: Stack, tool: Tool, steps: list[Step]) -> list[Step]:
+def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> None:
+    from .. import cubins
+
+    line = None if fleet else cubins.missing_line(stack, [dist])
+    if line:
+        ctx.log(f"warning: {line}")
+
+
+def _with_cubins(stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
     """flashinfer-cubin of the stack's release, after the upstream step (cubins.py says why)."""
     from .. import cubins
 
-    step = cubins.install_step(stack, tool)
+    step = cubins.install_step(stack, tool, fleet)
     return steps if step is None else [steps[0], step, *steps[1:]]
 
 
@@ -102,6 +111,8 @@ def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
 
 def cmd_index(ctx: Context) -> int:
     output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
+    if ctx.args.cubins:
+        _bring_cubins(ctx)
     by_project = index.write_index(ctx.dist_dir, output)
     url = ctx.args.url or output.resolve().as_uri()
     stacks = load_stacks(ctx.patches_dir)
@@ -124,6 +135,21 @@ def cmd_index(ctx: Context) -> int:
         lines.append("it holds no stack whole (every patched wheel of one stack); 'nvfp4-overlay list' names them")
     ctx.emit(document, "\n".join(lines))
     return Exit.OK
+
+
+def _bring_cubins(ctx: Context) -> None:
+    """Each stack's flashinfer-cubin into the dist dir, for the index to mirror (cubins.py)."""
+    from .. import cubins
+    from ..fetch import default_cache_dir
+
+    stacks = load_stacks(ctx.patches_dir)
+    for stack in stacks.ordered():
+        built = [any(ctx.dist_dir.glob(f"{_stem(ctx, t)}-{v}-*.whl")) for t, v in _local_versions(ctx, stack).items()]
+        if not all(built):
+            continue  # a stack not built whole here: the index serves none of it
+        wheel = cubins.bring(stack, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
+        if wheel is not None:
+            ctx.log(f"{stack.name}: {wheel.name} in {ctx.dist_dir}")
 
 
 def _stack_commands(ctx: Context, stacks: Stacks, by_project: dict[str, list[index.IndexedWheel]],

@@ -54,7 +54,8 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
     tree = plan["tree"]
     specs, found = plan_modules(plan)
     if plan.get("build") is not None:
-        found["built"] = build(specs, plan["build"], tree, plan["toolkit"])
+        built = build(specs, plan["build"], tree, plan["toolkit"])
+        found["built"], found["failed"] = built["modules"], built["failed"]
     return found
 
 
@@ -168,12 +169,14 @@ def describe_spec(spec: Any, tree: str, toolkit: str) -> dict[str, Any]:
 
 
 def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -> dict[str, Any]:
-    """Each chosen module built alone by upstream's build_jit_specs, kept when its inputs have not changed."""
+    """Each chosen module built alone by upstream's build_jit_specs, kept when its inputs have not changed;
+    {"modules": what was built, "failed": module -> nvcc's first error line}."""
     from flashinfer.jit import core as jit_core
 
     out = Path(how["out"])
     chosen = [n for n in sorted(specs) if how.get("modules") is None or n in how["modules"]]
     done: dict[str, Any] = {}
+    failed: dict[str, str] = {}
     for number, name in enumerate(chosen, start=1):
         spec = specs[name]
         inputs = describe_spec(spec, tree, toolkit)["inputs"]
@@ -184,8 +187,14 @@ def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -
             continue
         print(f"[{number}/{len(chosen)}] {name}: nvcc, {len(spec.sources)} sources", file=sys.stderr, flush=True)
         started = time.monotonic()
-        with _heartbeat(name, started):
-            jit_core.build_jit_specs([spec], verbose=bool(how.get("verbose")), skip_prebuilt=False)
+        try:
+            with _heartbeat(name, started):
+                jit_core.build_jit_specs([spec], verbose=bool(how.get("verbose")), skip_prebuilt=False)
+        except RuntimeError as exc:  # nvcc refused: say so, go on with the others (one run shows every failure)
+            first = next((line for line in str(exc).splitlines() if "error" in line), str(exc)[-300:])
+            failed[name] = first.replace(tree, "<tree>")
+            print(f"[{number}/{len(chosen)}] {name}: FAILED: {failed[name]}", file=sys.stderr, flush=True)
+            continue
         seconds = round(time.monotonic() - started, 1)
         (out / name).mkdir(parents=True, exist_ok=True)
         staged = out / name / f".{name}.so.partial"
@@ -194,7 +203,7 @@ def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -
         done[name] = {"inputs": inputs, "seconds": seconds}
         stamp.write_text(json.dumps(done[name], sort_keys=True))
         print(f"[{number}/{len(chosen)}] {name}: built in {seconds} s", file=sys.stderr, flush=True)
-    return done
+    return {"modules": done, "failed": failed}
 
 
 @contextlib.contextmanager
