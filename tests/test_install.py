@@ -24,7 +24,7 @@ from helpers import PATCHES, write_wheel
 
 from nvfp4_overlay import cli, index
 from nvfp4_overlay.install import Tool, install_steps, rollback_steps
-from nvfp4_overlay.manifest import Stack, Target, load_stacks
+from nvfp4_overlay.manifest import Stack, Target, load_stacks, load_upstream
 
 UV = shutil.which("uv") or (str(Path(sys.executable).parent / "uv") if (Path(sys.executable).parent / "uv").exists() else None)
 PATCHED = Stack("sglang-0.5.11", (Target("flashinfer-python", "0.6.8.post1"), Target("sglang", "0.5.11")))
@@ -321,3 +321,18 @@ def test_a_stack_that_ships_sglang_unpatched_resolves_with_uv(tmp_path: Path) ->
     would = {line.split("==")[0].strip(" +"): line.split("==")[1] for line in done.stderr.splitlines() if line.startswith(" + ")}
     assert (would["flashinfer-python"], would["sglang"], would["torch"]) == ("0.6.18", "0.5.19", "2.13.0")
     assert len(would) > 100
+
+
+def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) -> None:
+    local = load_upstream(PATCHES, Target("flashinfer-python", "0.6.8.post1")).local_version
+    (tmp_path / f"flashinfer_jit_cache-{local}.cu130.sm120-py3-none-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    code, out, _ = run("install", "--gpu", "sm120", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    assert code == 0
+    shells = [s["shell"] for s in json.loads(out)["steps"]]
+    assert shells[-2] == (f"pip install --no-deps --no-index --find-links {tmp_path} "
+                          f"flashinfer-jit-cache=={local}.cu130.sm120")
+    assert shells[-1] == "pip check"
+    # another family's cache is not this one's: printed without it, and --run refuses
+    code, out, err = run("install", "--gpu", "sm90", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    assert code == 0 and "holds no JIT cache of sglang-0.5.11 for sm90" in err
+    assert not any("flashinfer-jit-cache" in s["shell"] for s in json.loads(out)["steps"])

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import build_one, cache_dir
 
 from nvfp4_overlay import jit_doctor
 from nvfp4_overlay.cli import main
 from nvfp4_overlay.installed import Finding
 from nvfp4_overlay.jit_toolkit import find_toolkit
 from nvfp4_overlay.metadata import record_hash
-
-from helpers import build_one, cache_dir
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch,
               pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
@@ -126,7 +125,11 @@ def test_doctor_with_and_without_the_cache(built: dict[str, Path], tmp_path: Pat
                             "sglang-0.5.11", without)
     assert view["cache"] is None
     assert any("no flashinfer_jit_cache" in n for n in without.notes)
-    assert any("no nvcc on PATH" in p for p in without.problems)  # nothing prebuilt, nothing to build with
+    assert any("no nvcc on PATH" in n for n in without.notes)  # no GPU here: a note, not a serving node's problem
+    on_a_node = Finding()
+    jit_doctor.judge({**jit_doctor.facts(sys.executable, env=_node_env([built["flashinfer"]], tmp_path)), "gpu": "sm120"},
+                     "sglang-0.5.11", on_a_node)
+    assert any("no nvcc on PATH" in p for p in on_a_node.problems)  # nothing prebuilt, nothing to build with
     with_cache = Finding()
     fact = jit_doctor.facts(sys.executable, env=_node_env([built["cache"], built["flashinfer"]], tmp_path))
     view = jit_doctor.judge(fact, "sglang-0.5.11", with_cache)

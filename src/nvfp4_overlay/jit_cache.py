@@ -24,8 +24,7 @@ from typing import Any
 from . import __version__, jit_wheel
 from .archive import zip_date_time
 from .errors import ConfigError, OverlayError
-from .files import (SHA256SUMS, AtomicWrites, format_sums, read_sums, replace_dir, sha256_bytes, sha256_file,
-                    staging_dir)
+from .files import SHA256SUMS, AtomicWrites, format_sums, read_sums, replace_dir, sha256_bytes, sha256_file, staging_dir
 from .jit_toolkit import Toolkit, find_toolkit, link_stub
 from .manifest import Stack, Target, load_stacks, load_upstream
 

@@ -137,17 +137,20 @@ def _judge_cubin(fact: dict[str, Any], public: str, finding: Finding) -> None:
 
 
 def _judge_toolkit(fact: dict[str, Any], gpu: str | None, build: str, finding: Finding) -> None:
+    """What stops a module from building at its first call: a problem on a node with a GPU (a serving node),
+    a note elsewhere (a build or CI machine serves nothing)."""
+    found = finding.problems if gpu else finding.notes
     if not fact.get("nvcc") and not fact.get("cuda_home"):
-        finding.problems.append(f"no nvcc on PATH and no CUDA_HOME: the modules not prebuilt cannot be built here and "
+        found.append(f"no nvcc on PATH and no CUDA_HOME: the modules not prebuilt cannot be built here and "
                                 f"their first call fails; install the prebuilt cache ({build}) or a CUDA toolkit")
         return
     toolkit = fact.get("toolkit")
     if fact.get("headers_missing"):
-        finding.problems.append(f"the CUDA toolkit has no {', '.join(fact['headers_missing'])} (a partial install: "
+        found.append(f"the CUDA toolkit has no {', '.join(fact['headers_missing'])} (a partial install: "
                                 f"nvcc and cudart alone): most FP4 modules include them and will not build at first call; "
                                 f"install the full toolkit (cuBLAS and cuRAND development files) or the prebuilt cache: {build}")
     if gpu and gpu.startswith("sm12") and toolkit:
         need = "12.9" if fact.get("sm12x_needs_129") else "12.8"
         if tuple(map(int, toolkit.split("."))) < tuple(map(int, need.split("."))):
-            finding.problems.append(f"CUDA toolkit {toolkit}: FlashInfer needs {need} or newer to build for {gpu} "
+            found.append(f"CUDA toolkit {toolkit}: FlashInfer needs {need} or newer to build for {gpu} "
                                     f"(flashinfer/compilation_context.py); install a newer toolkit or the prebuilt cache: {build}")

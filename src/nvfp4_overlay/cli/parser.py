@@ -136,6 +136,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "install":
             p.add_argument("--fleet-index", metavar="URL", help="take the patched wheels from this index "
                            "('nvfp4-overlay index' writes one) instead of the dist dir")
+            p.add_argument("--gpu", choices=["sm90", "sm100", "sm120", "sm121"],
+                           help="also install the prebuilt JIT modules for this GPU family ('nvfp4-overlay jit-cache')")
             _dist(p)
         _data(p, overlay=False)
         _output(p)

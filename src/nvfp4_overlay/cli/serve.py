@@ -33,7 +33,34 @@ def cmd_install(ctx: Context) -> int:
         ctx.log(f"warning: {msg}")
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
     _warn_cubins(ctx, stack, dist, fleet)
-    return _print_or_run(ctx, _with_cubins(stack, tool, steps, fleet), {"stack": stack.name, "missing": missing})
+    steps = _with_jit_cache(ctx, stack, tool, _with_cubins(stack, tool, steps, fleet), dist, fleet)
+    return _print_or_run(ctx, steps, {"stack": stack.name, "missing": missing})
+
+
+def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
+                    fleet: str | None) -> list[Step]:
+    """With --gpu: the stack's flashinfer_jit_cache wheel for that GPU family, found in the dist dir, pinned
+    exactly, before the check (jit_cache.py)."""
+    if not ctx.args.gpu:
+        return steps
+    from .. import jit_wheel
+
+    local = next(v for t, v in _local_versions(ctx, stack).items() if t.dist == "flashinfer-python")
+    found = sorted(dist.glob(f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}-*.whl"))
+    if not found:
+        fix = f"nvfp4-overlay jit-cache --stack {stack.name} --gpu {ctx.args.gpu}"
+        msg = f"{dist} holds no JIT cache of {stack.name} for {ctx.args.gpu}: build it first ('{fix}')"
+        if ctx.args.run:
+            raise ConfigError(msg, path=dist, item="--gpu", expected=f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}",
+                              found="not built", fix=fix)
+        ctx.log(f"warning: {msg}")
+        return steps
+    version = found[-1].name.split("-")[1]
+    where = (["--extra-index-url", fleet] if tool.uv else ["--index-url", fleet]) if fleet else \
+        ["--no-index", "--find-links", str(dist)]
+    step = Step(f"FlashInfer's JIT modules prebuilt for {ctx.args.gpu}: the serving path's first calls build nothing",
+                tuple(tool.command("install") + ["--no-deps", *where, f"{jit_wheel.DIST}=={version}"]))
+    return [*steps[:-1], step, steps[-1]]
 
 
 def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> None:
@@ -41,7 +68,7 @@ def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> N
 
     line = None if fleet else cubins.missing_line(stack, [dist])
     if line:
-        ctx.log(f"warning: {line}")
+        ctx.log(f"note: {line}")
 
 
 def _with_cubins(stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
