@@ -164,6 +164,8 @@ def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolki
         entry["included"] = name in found["built"]
         if entry["included"]:
             entry["build_seconds"] = found["built"][name]["seconds"]
+        elif name in found.get("skipped", {}):
+            entry["not_prebuilt"] = found["skipped"][name]
         modules[name] = entry
     return {
         "tool": "nvfp4-overlay", "tool_version": __version__, "kind": "jit-cache",

@@ -124,6 +124,12 @@ def _judge_cache(fact: dict[str, Any], flashinfer: str, provenance: dict[str, An
         finding.problems.append(f"flashinfer-jit-cache is built with CUDA {built_major}, this torch is CUDA "
                                 f"{fact.get('torch_cuda')}: its modules link libcudart.so.{built_major}; build it with "
                                 f"a CUDA {torch_major} toolkit: {build}")
+    built_torch = provenance.get("cuda", {}).get("torch_cuda")
+    if built_major == torch_major and built_torch and fact.get("torch_cuda") and built_torch != fact["torch_cuda"]:
+        finding.notes.append(f"flashinfer-jit-cache was planned for a torch built for CUDA {built_torch}, this torch is "
+                             f"{fact['torch_cuda']}: FlashInfer picks some modules by it (the SM120 FP4 quantizer), and a "
+                             f"module it picks that the cache lacks builds at first call; rebuild with --torch-cuda "
+                             f"{fact['torch_cuda']}")
     missing = [n for n, m in provenance.get("modules", {}).items() if m.get("included") and n not in fact.get("present", [])]
     if missing:
         finding.problems.append(f"flashinfer-jit-cache lists {', '.join(missing)} and does not hold it; reinstall it")

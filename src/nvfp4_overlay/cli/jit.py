@@ -20,8 +20,9 @@ def cmd_jit_cache(ctx: Context) -> int:
     left = sorted(set(modules) - set(included))
     lines = [f"built {done.wheel} ({len(included)} of {len(modules)} modules of the plan)"]
     lines += [f"  {n}: {modules[n]['build_seconds']} s" for n in included]
-    if left:
-        lines.append(f"  not in it (they JIT at first call): {', '.join(left)}")
+    for name in left:
+        why = modules[name].get("not_prebuilt") or "not asked for (--module)"
+        lines.append(f"  not in it, builds at first call: {name}: {why}")
     lines.append(f"install beside the patched wheels with: pip install --no-deps {done.wheel}")
     document = {"wheel": str(done.wheel), "sha256": done.sha256, "version": done.version, "provenance": done.provenance}
     ctx.emit(document, "\n".join(lines))

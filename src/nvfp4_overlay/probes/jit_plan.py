@@ -51,31 +51,19 @@ def main() -> None:
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
-    tree = plan["tree"]
     specs, found = plan_modules(plan)
+    places = found.pop("places")
     if plan.get("build") is not None:
-        built = build(specs, plan["build"], tree, plan["toolkit"])
-        found["built"], found["failed"] = built["modules"], built["failed"]
+        built = build(specs, plan["build"], places)
+        found["built"], found["failed"], found["skipped"] = built["modules"], built["failed"], built["skipped"]
     return found
 
 
 def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(spec objects by name, the plan as data): every case of every routed entry point, eagerly."""
     tree, toolkit = plan["tree"], plan["toolkit"]
-    torch.version.cuda = plan["torch_cuda"]
-    os.environ["CUDA_HOME"] = toolkit
-    os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")  # ninja
-    major, minor = plan["gpu"]
-    torch.cuda.device_count = lambda: 1
-    torch.cuda.is_available = lambda: True
-    torch.cuda.get_device_capability = lambda device=None: (major, minor)
-    sys.path.insert(0, tree)
-    import flashinfer
-    from flashinfer.jit import core as jit_core
-
+    flashinfer, jit_core = _faked_node(plan)
     # The architectures as FlashInfer's JIT chooses them on that GPU with that toolkit.
-    jit_core.current_compilation_context.__init__()
     archs = sorted(f"{a}{b}" for a, b in jit_core.current_compilation_context.TARGET_CUDA_ARCHS)
     box: Any = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
     generators = _generators()
@@ -83,23 +71,48 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     _restore(generators)  # CUTLASS kernel generation writes the sources a module compiles: keep it
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
-    fake_capability(torch, (major, minor))
+    fake_capability(torch, tuple(plan["gpu"]))
     specs: dict[str, Any] = {}
-    first: dict[str, list[str]] = {}
-    cubins: dict[str, list[str]] = {}
     _record_specs(jit_core, box, specs)
-    _record_cubins(box, cubins)
+    _record_cubins(box)
+    first, calls, cubins = _call_every_case(flashinfer, box, specs, tree)
+    # The paths of this run, as the provenance names them: a module's inputs are the same wherever it is built.
+    places = {tree: "<tree>", toolkit: "<toolkit>", os.environ["FLASHINFER_WORKSPACE_BASE"]: "<workspace>",
+              box.cubin_dir: "<cubins>"}
+    modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n)} for n, s in specs.items()}
+    return specs, {"version": flashinfer.__version__, "archs": archs, "modules": modules, "calls": calls,
+                   "cubins": cubins, "places": places}
+
+
+def _faked_node(plan: dict[str, Any]) -> tuple[Any, Any]:
+    """flashinfer imported from the tree on the GPU, toolkit and torch CUDA the plan names."""
+    torch.version.cuda = plan["torch_cuda"]
+    os.environ["CUDA_HOME"] = plan["toolkit"]
+    os.environ.pop("FLASHINFER_CUDA_ARCH_LIST", None)
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")  # ninja
+    major, minor = plan["gpu"]
+    torch.cuda.device_count = lambda: 1
+    torch.cuda.is_available = lambda: True
+    torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    sys.path.insert(0, plan["tree"])
+    import flashinfer
+    from flashinfer.jit import core as jit_core
+
+    jit_core.current_compilation_context.__init__()  # as at import on that GPU: every importer shares it
+    return flashinfer, jit_core
+
+
+def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str) -> tuple[Any, Any, Any]:
+    """(module -> [entry point, case] that first loaded it, each call's outcome, cubin -> the calls that fetched it)."""
     from flashinfer._nvfp4_overlay.entries import ENTRIES
 
+    first: dict[str, list[str]] = {}
     calls: dict[str, dict[str, Any]] = {}
-    for name in sorted(ENTRIES):
-        fn = getattr(flashinfer, name, None)
-        if fn is None:
-            continue
-        calls[name] = {}
+    cubins: dict[str, set[str]] = {}
+    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n)):
+        fn, calls[name] = getattr(flashinfer, name), {}
         for case_id, make in case_table.cases(name, fn):
             before, fetched = set(specs), len(box.fetched)
-            box.current = f"{name}[{case_id}]"
             args, kwargs = make(torch)
             try:
                 fn(*args, **kwargs)
@@ -111,10 +124,8 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
             calls[name][case_id] = {"outcome": outcome.replace(tree, "<tree>"),
                                     "cubins": sorted(set(box.fetched[fetched:]))}
             for uri in box.fetched[fetched:]:
-                cubins.setdefault(uri, []).append(f"{name}[{case_id}]")
-    modules = {n: describe_spec(s, tree, toolkit) | {"first_loaded_by": first.get(n)} for n, s in specs.items()}
-    return specs, {"version": flashinfer.__version__, "archs": archs, "modules": modules, "calls": calls,
-                   "cubins": {uri: sorted(set(by)) for uri, by in cubins.items()}}
+                cubins.setdefault(uri, set()).add(f"{name}[{case_id}]")
+    return first, calls, {uri: sorted(by) for uri, by in cubins.items()}
 
 
 def _generators() -> dict[str, Any]:
@@ -138,7 +149,7 @@ def _record_specs(jit_core: Any, box: Any, specs: dict[str, Any]) -> None:
             obj.build_and_load = build_and_load  # type: ignore[attr-defined]
 
 
-def _record_cubins(box: Any, cubins: dict[str, list[str]]) -> None:
+def _record_cubins(box: Any) -> None:
     """The cubin loader's downloads (serving_stubs answers them from a placeholder cache)."""
     from flashinfer.jit import cubin_loader
 
@@ -152,15 +163,15 @@ def _record_cubins(box: Any, cubins: dict[str, list[str]]) -> None:
     cubin_loader.download_file = download_file
 
 
-def describe_spec(spec: Any, tree: str, toolkit: str) -> dict[str, Any]:
-    """A spec as data, with no path of this machine: sources relative to the tree, with their sha256."""
+def describe_spec(spec: Any, places: dict[str, str]) -> dict[str, Any]:
+    """A spec as data, with no path of this machine (places: path -> its name), sources with their sha256."""
     def clean(values: Any) -> list[str]:
-        return [str(v).replace(tree, "<tree>").replace(toolkit, "<toolkit>") for v in values or []]
+        return [scrub(str(v), places) for v in values or []]
 
     sources = {}
     for source in spec.sources:
         data = Path(source).read_bytes() if Path(source).is_file() else b""
-        sources[str(source).replace(tree, "<tree>")] = hashlib.sha256(data).hexdigest()
+        sources[scrub(str(source), places)] = hashlib.sha256(data).hexdigest()
     described = {"sources": sources, "cflags": clean(spec.extra_cflags), "cuda_cflags": clean(spec.extra_cuda_cflags),
                  "ldflags": clean(spec.extra_ldflags), "include_dirs": clean(spec.extra_include_dirs),
                  "needs_device_linking": bool(spec.needs_device_linking)}
@@ -168,22 +179,37 @@ def describe_spec(spec: Any, tree: str, toolkit: str) -> dict[str, Any]:
     return described
 
 
-def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -> dict[str, Any]:
+def scrub(text: str, places: dict[str, str]) -> str:
+    for path, name in places.items():
+        text = text.replace(path, name)
+    return text
+
+
+def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) -> dict[str, Any]:
     """Each chosen module built alone by upstream's build_jit_specs, kept when its inputs have not changed;
-    {"modules": what was built, "failed": module -> nvcc's first error line}."""
+    {"modules": what was built, "failed": module -> nvcc's first error line, "skipped": module -> why}."""
     from flashinfer.jit import core as jit_core
 
     out = Path(how["out"])
     chosen = [n for n in sorted(specs) if how.get("modules") is None or n in how["modules"]]
     done: dict[str, Any] = {}
     failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for number, name in enumerate(chosen, start=1):
         spec = specs[name]
-        inputs = describe_spec(spec, tree, toolkit)["inputs"]
+        described = describe_spec(spec, places)
+        inputs = described["inputs"]
         stamp = out / name / "build.json"
         if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs and (out / name / f"{name}.so").is_file():
             print(f"[{number}/{len(chosen)}] {name}: built before, kept", file=sys.stderr, flush=True)
             done[name] = json.loads(stamp.read_text())
+            continue
+        if any(d.startswith("<cubins>") for d in described["include_dirs"]):
+            # The planning stubs answered the trtllm-gen headers with placeholders; nvcc needs the real ones,
+            # which FlashInfer fetches (or reads from flashinfer-cubin) when it builds the module itself.
+            skipped[name] = ("it compiles against the trtllm-gen headers of the cubin artifacts, which planning does not "
+                             "fetch: not prebuilt; it builds at first call (install flashinfer-cubin beside it)")
+            print(f"[{number}/{len(chosen)}] {name}: skipped: {skipped[name]}", file=sys.stderr, flush=True)
             continue
         print(f"[{number}/{len(chosen)}] {name}: nvcc, {len(spec.sources)} sources", file=sys.stderr, flush=True)
         started = time.monotonic()
@@ -192,7 +218,7 @@ def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -
                 jit_core.build_jit_specs([spec], verbose=bool(how.get("verbose")), skip_prebuilt=False)
         except RuntimeError as exc:  # nvcc refused: say so, go on with the others (one run shows every failure)
             first = next((line for line in str(exc).splitlines() if "error" in line), str(exc)[-300:])
-            failed[name] = first.replace(tree, "<tree>")
+            failed[name] = scrub(first, places)
             print(f"[{number}/{len(chosen)}] {name}: FAILED: {failed[name]}", file=sys.stderr, flush=True)
             continue
         seconds = round(time.monotonic() - started, 1)
@@ -203,7 +229,7 @@ def build(specs: dict[str, Any], how: dict[str, Any], tree: str, toolkit: str) -
         done[name] = {"inputs": inputs, "seconds": seconds}
         stamp.write_text(json.dumps(done[name], sort_keys=True))
         print(f"[{number}/{len(chosen)}] {name}: built in {seconds} s", file=sys.stderr, flush=True)
-    return {"modules": done, "failed": failed}
+    return {"modules": done, "failed": failed, "skipped": skipped}
 
 
 @contextlib.contextmanager
