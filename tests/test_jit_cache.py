@@ -76,6 +76,9 @@ def test_the_wheel_holds_the_module_with_a_version_flashinfer_accepts(built: dic
     provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
     assert provenance["archs"] == ["120f"] and provenance["modules"][MODULE]["included"]
     assert provenance["modules"][MODULE]["first_loaded_by"] == CALL
+    # kept under the cache by its inputs: a run after this one (or after an interruption) builds it no more
+    stamp = next(cache_dir().glob(f"jit-cache/{provenance['flashinfer']['sha256'][:16]}-sm120-cuda*/modules/{MODULE}/build.json"))
+    assert json.loads(stamp.read_text())["inputs"] == provenance["modules"][MODULE]["inputs"]
     assert "-gencode=arch=compute_120f,code=sm_120f" in provenance["modules"][MODULE]["cuda_cflags"]
     # the other modules of the plan are named, not held: they JIT at first call
     assert {"fp4_quantization_120f", "norm"} <= {n for n, m in provenance["modules"].items() if not m["included"]}
