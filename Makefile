@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs sglang-regions-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs sglang-regions-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,3 +99,10 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV)
+
+# The default stack's (or STACK's) FlashInfer JIT modules for GPU=sm90|sm100|sm120|sm121, prebuilt with the
+# real nvcc into dist/flashinfer_jit_cache-*.whl (needs the patched wheels: make wheels).
+GPU ?=
+jit-cache: $(VENV)/.test-ready
+	@test -n "$(GPU)" || { echo "make jit-cache: name the GPU family, e.g. make jit-cache GPU=sm120" >&2; exit 2; }
+	$(PY) build_wheels.py jit-cache $(if $(STACK),--stack $(STACK)) --gpu $(GPU) $(ARGS)

@@ -131,6 +131,7 @@ MISSING_PATH = {
     "rollback": ["rollback", "--python", "/no/such/python"],
     "doctor": ["doctor", "--python", "/no/such/python", "--no-trace"],
     "index": ["index", "--dist-dir", "/no/such/dist"],
+    "jit-cache": ["jit-cache", "--gpu", "sm120", "--patches-dir", "/no/such/patches"],
     "drift": ["drift", "--patches-dir", "/no/such/patches", "--offline"],
     "refresh": ["refresh", "flashinfer-python", "0.7.4", "0.7.5", "--patches-dir", "/no/such/patches", "--offline"],
     "propose": ["propose", "--dry-run", "--patches-dir", "/no/such/patches", "--offline"],

@@ -24,7 +24,7 @@ from helpers import PATCHES, write_wheel
 
 from nvfp4_overlay import cli, index
 from nvfp4_overlay.install import Tool, install_steps, rollback_steps
-from nvfp4_overlay.manifest import Stack, Target, load_stacks
+from nvfp4_overlay.manifest import Stack, Target, load_stacks, load_upstream
 
 UV = shutil.which("uv") or (str(Path(sys.executable).parent / "uv") if (Path(sys.executable).parent / "uv").exists() else None)
 PATCHED = Stack("sglang-0.5.11", (Target("flashinfer-python", "0.6.8.post1"), Target("sglang", "0.5.11")))
@@ -79,8 +79,17 @@ def test_install_prints_the_stack_s_commands_as_json() -> None:
     assert revision.get("sglang-0.5.15", PATCHES).upstream == (Target("sglang", "0.5.15"),)
     shells = [s["shell"] for s in document["steps"]]
     assert shells[0] == "pip install flashinfer-python==0.6.12 sglang==0.5.15"
-    assert shells[1].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
+    assert shells[1] == "pip install --no-deps flashinfer-cubin==0.6.12"  # its release's cubins, no fetch at run time
+    assert shells[2].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
     assert document["missing"] and "warning:" in err  # printed all the same; --run would refuse
+
+
+def test_install_brings_no_cubin_where_its_release_has_none() -> None:
+    """flashinfer-cubin is published up to 0.6.13: sglang-0.5.19 (FlashInfer 0.6.18) fetches at run time."""
+    code, out, _ = run("install", "--stack", "sglang-0.5.19", "--patches-dir", str(PATCHES), "--json",
+                       "--dist-dir", "/no/dist/here")
+    assert code == 0
+    assert not any("flashinfer-cubin" in s["shell"] for s in json.loads(out)["steps"])
 
 
 def test_install_run_refuses_a_stack_that_is_not_built(tmp_path: Path) -> None:
@@ -429,3 +438,18 @@ def test_a_stack_that_ships_sglang_unpatched_resolves_with_uv(tmp_path: Path) ->
     would = {line.split("==")[0].strip(" +"): line.split("==")[1] for line in done.stderr.splitlines() if line.startswith(" + ")}
     assert (would["flashinfer-python"], would["sglang"], would["torch"]) == ("0.6.18", "0.5.19", "2.13.0")
     assert len(would) > 100
+
+
+def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) -> None:
+    local = load_upstream(PATCHES, Target("flashinfer-python", "0.6.8.post1")).local_version
+    (tmp_path / f"flashinfer_jit_cache-{local}.cu130.sm120-py3-none-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    code, out, _ = run("install", "--gpu", "sm120", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    assert code == 0
+    shells = [s["shell"] for s in json.loads(out)["steps"]]
+    assert shells[-2] == (f"pip install --no-deps --no-index --find-links {tmp_path} "
+                          f"flashinfer-jit-cache=={local}.cu130.sm120")
+    assert shells[-1] == "pip check"
+    # another family's cache is not this one's: printed without it, and --run refuses
+    code, out, err = run("install", "--gpu", "sm90", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    assert code == 0 and "holds no JIT cache of sglang-0.5.11 for sm90" in err
+    assert not any("flashinfer-jit-cache" in s["shell"] for s in json.loads(out)["steps"])

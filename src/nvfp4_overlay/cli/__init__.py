@@ -34,7 +34,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         as_json = bool(getattr(args, "json", False))
         ctx = Context(args, prog)
         module = importlib.import_module(f"{__name__}.{COMMANDS[args.command][0]}")
-        run = getattr(module, f"cmd_{args.command}")
+        run = getattr(module, f"cmd_{args.command.replace('-', '_')}")
         with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
             return int(run(ctx))
     except OverlayError as exc:

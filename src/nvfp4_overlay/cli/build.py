@@ -7,7 +7,7 @@ from typing import Any
 
 from .. import wheels
 from ..errors import Exit
-from ..install import Tool, install_steps
+from ..install import Step, Tool, install_steps
 from ..manifest import Stack, load_stacks, load_upstream, resolve_targets
 from ..verify import verify_wheel
 from .context import Context
@@ -24,11 +24,24 @@ def cmd_build(ctx: Context) -> int:
         stack = (Stack(" ".join(map(str, targets)), tuple(targets)) if ctx.args.targets
                  else stacks.get(ctx.args.stack or stacks.default, ctx.patches_dir / "stacks.toml"))
         versions = {t: load_upstream(ctx.patches_dir, t).local_version for t in stack.targets}
-        install = [s.shell for s in install_steps(stack, versions, Tool(), dist_dir=ctx.dist_dir.resolve())]
+        install = [s.shell for s in _with_cubins(ctx, stack, install_steps(stack, versions, Tool(),
+                                                                         dist_dir=ctx.dist_dir.resolve()))]
     document = {"built": [_built_json(b) for b in built], "dist_dir": str(ctx.dist_dir), "install": install,
                 "index": stale}
     ctx.emit(document, "\n".join([*(f"built {b.wheel}" for b in built), "install with:", *(f"  {c}" for c in install)]))
     return 0
+
+
+def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
+    """install's cubin step (cubins.py); under --offline, a note when neither the dist dir nor the cache holds it."""
+    from .. import cubins
+
+    if ctx.args.offline:
+        line = cubins.missing_line(stack, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
+        if line:
+            ctx.log(f"note: {line}")
+    step = cubins.install_step(stack, Tool())
+    return steps if step is None else [steps[0], step, *steps[1:]]
 
 
 def _refresh_index(ctx: Context) -> str | None:

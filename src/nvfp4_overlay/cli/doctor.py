@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,17 @@ def cmd_doctor(ctx: Context) -> int:
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
                                         timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
+    _jit(ctx, document, finding)
     ctx.emit(document, render(document))
     return finding.exit_code
+
+
+def _jit(ctx: Context, document: dict[str, Any], finding: Finding) -> None:
+    """The prebuilt JIT cache, the cubins and the toolkit against this node's FlashInfer and GPU (jit_doctor)."""
+    from .. import jit_doctor
+    from ..manifest import load_stacks
+
+    jit_doctor.report(document, finding, ctx.args.python or sys.executable, load_stacks(ctx.patches_dir).default)
 
 
 def _new_api(document: dict[str, Any], finding: Finding, patches_dir: Path) -> None:
@@ -40,6 +50,7 @@ def render(document: dict[str, Any]) -> str:
     imported = document["import"]
     lines.append(f"{'import flashinfer':<18}" + ("ok" if imported.get("ok") else f"FAILED: {imported.get('error')}"))
     lines += _render_gpu(document.get("gpu"))
+    lines += _render_jit(document.get("jit"))
     lines.append(f"{'trace':<18}{_render_trace(document['trace'])}")
     lines += [f"problem: {p}" for p in document["problems"]] + [f"note: {n}" for n in document["notes"]]
     verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)"}[document["exit_code"]]
@@ -96,3 +107,16 @@ def _render_trace(trace: dict[str, Any]) -> str:
     failed = [n for n, e in entries.items() if not e.get("ok")]
     text = f"{len(passed)} of {len(entries)} entry points trace with fullgraph=True in {trace.get('seconds')} s"
     return text + (f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops")
+
+
+def _render_jit(jit: dict[str, Any] | None) -> list[str]:
+    if not jit or "error" in jit:
+        return []
+    lines = [f"{'jit cache':<18}{jit.get('cache') or 'none'} (GPU {jit.get('gpu') or 'none seen'}, nvcc "
+             f"{jit.get('nvcc') or 'absent'}, toolkit {jit.get('toolkit') or 'none'})"]
+    if jit.get("prebuilt"):
+        lines.append(f"{'  prebuilt':<18}{', '.join(jit['prebuilt'])}")
+    if jit.get("will_jit"):
+        lines.append(f"{'  JIT at 1st call':<18}{', '.join(jit['will_jit'])}")
+    lines.append(f"{'flashinfer-cubin':<18}{jit.get('cubin') or 'not installed'}")
+    return lines

@@ -70,6 +70,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "2: --python is no usable interpreter; 3: an installed file differs from its RECORD"),
     "index": ("serve", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
               "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
+    "jit-cache": ("jit", "prebuild the FlashInfer JIT modules a stack's NVFP4 serving path loads on a GPU family, "
+                  "with the real nvcc, into a flashinfer_jit_cache wheel FlashInfer loads without building",
+                  "  nvfp4-overlay jit-cache --gpu sm120                     the default stack, RTX PRO 6000 / RTX 50\n"
+                  "  nvfp4-overlay jit-cache --stack sglang-0.5.11 --gpu sm100 --module fp4_kv_quant\n"
+                  "It needs the patched wheel in the dist dir (build), nvcc (CUDA_HOME) and torch in this interpreter; "
+                  "an interrupted build resumes where it stopped."),
     "drift": ("commands", "apply every series to other upstream releases and say, hunk by hunk, what each needs",
               "  nvfp4-overlay drift                         every series against the newest release\n"
               "  nvfp4-overlay drift --against pinned        each series against its own release (CI gate)\n"
@@ -153,6 +159,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
         if name == "install":
             p.add_argument("--fleet-index", type=_url, metavar="URL", help="take the patched wheels from this index "
                            "('nvfp4-overlay index' writes one) instead of the dist dir")
+            p.add_argument("--gpu", choices=["sm90", "sm100", "sm120", "sm121"],
+                           help="also install the prebuilt JIT modules for this GPU family ('nvfp4-overlay jit-cache')")
             _dist(p)
             _data(p)  # --run verifies the wheels against the series and overlay before it installs anything
             _upstream_lookup(p)
@@ -176,6 +184,23 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="DIR", help="where the index goes (default: DIST_DIR/simple)")
     p.add_argument("--url", type=_url, help="the address the fleet will reach it at, for the install lines it prints "
                    "(default: its file:// URL)")
+    p.add_argument("--cubins", action="store_true", help="bring each built stack's flashinfer-cubin into the dist dir "
+                   "first (pip, about 300 MB each; the cache is read first), so the fleet fetches no cubin at run time")
+    p.add_argument("--offline", action="store_true", help="with --cubins: never run pip; say what is missing")
+    _dist(p)
+    _data(p, overlay=False)
+    _output(p)
+
+    p = command("jit-cache")
+    p.add_argument("--stack", help="a stack from 'list' (default: the default stack)")
+    p.add_argument("--gpu", required=True, choices=["sm90", "sm100", "sm120", "sm121"], help="the GPU family")
+    p.add_argument("--module", action="append", metavar="NAME",
+                   help="build only this module of the plan (repeatable; default: every one)")
+    p.add_argument("--torch-cuda", metavar="X.Y",
+                   help="the CUDA release of the serving torch (default: the toolkit's); FlashInfer picks "
+                        "some modules by it")
+    p.add_argument("--cache-dir", dest="build_cache", metavar="CACHE_DIR", help="where modules are built and kept between runs "
+                   "(default: $NVFP4_OVERLAY_CACHE or ~/.cache/nvfp4-overlay)")
     _dist(p)
     _data(p, overlay=False)
     _output(p)

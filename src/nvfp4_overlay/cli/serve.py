@@ -38,6 +38,8 @@ def cmd_install(ctx: Context) -> int:
     if ctx.args.run and wheels:
         _verify_before_install(ctx, stack, dist, wheels)
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
+    _warn_cubins(ctx, stack, dist, fleet)
+    steps = _with_jit_cache(ctx, stack, tool, _with_cubins(stack, tool, steps, fleet), dist, fleet)
     document: dict[str, Any] = {"stack": stack.name, "missing": missing}
     check = None if fleet else _verify_step(ctx, [str(w) for w in wheels] or [str(dist / p) for p in patterns])
     return _print_or_run(ctx, steps, document, check)
@@ -65,6 +67,48 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
         raise IntegrityError(msg, path=dist, item=", ".join(w.name for w in wheels),
                              expected="wheels listed in SHA256SUMS, every member explained by the build",
                              found="; ".join(problems), fix=fix)
+
+
+def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
+                    fleet: str | None) -> list[Step]:
+    """With --gpu: the stack's flashinfer_jit_cache wheel for that GPU family, found in the dist dir, pinned
+    exactly, before the check (jit_cache.py)."""
+    if not ctx.args.gpu:
+        return steps
+    from .. import jit_wheel
+
+    local = next(v for t, v in _local_versions(ctx, stack).items() if t.dist == "flashinfer-python")
+    found = sorted(dist.glob(f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}-*.whl"))
+    if not found:
+        fix = f"nvfp4-overlay jit-cache --stack {stack.name} --gpu {ctx.args.gpu}"
+        msg = f"{dist} holds no JIT cache of {stack.name} for {ctx.args.gpu}: build it first ('{fix}')"
+        if ctx.args.run:
+            raise ConfigError(msg, path=dist, item="--gpu", expected=f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}",
+                              found="not built", fix=fix)
+        ctx.log(f"warning: {msg}")
+        return steps
+    version = found[-1].name.split("-")[1]
+    where = (["--extra-index-url", fleet] if tool.uv else ["--index-url", fleet]) if fleet else \
+        ["--no-index", "--find-links", str(dist)]
+    step = Step(f"FlashInfer's JIT modules prebuilt for {ctx.args.gpu}: the serving path's first calls build nothing",
+                tuple(tool.command("install") + ["--no-deps", *where, f"{jit_wheel.DIST}=={version}"]))
+    return [*steps[:-1], step, steps[-1]]
+
+
+def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> None:
+    from .. import cubins
+
+    line = None if fleet else cubins.missing_line(stack, [dist])
+    if line:
+        ctx.log(f"note: {line}")
+
+
+def _with_cubins(stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
+    """flashinfer-cubin of the stack's release, after the upstream step (cubins.py says why)."""
+    from .. import cubins
+
+    step = cubins.install_step(stack, tool, fleet)
+    return steps if step is None else [steps[0], step, *steps[1:]]
 
 
 def cmd_rollback(ctx: Context) -> int:
@@ -143,6 +187,8 @@ def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
 
 def cmd_index(ctx: Context) -> int:
     output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
+    if ctx.args.cubins:
+        _bring_cubins(ctx)
     by_project = index.write_index(ctx.dist_dir, output)
     url = ctx.args.url or output.resolve().as_uri()
     stacks = load_stacks(ctx.patches_dir)
@@ -165,6 +211,21 @@ def cmd_index(ctx: Context) -> int:
         lines.append("it holds no stack whole (every patched wheel of one stack); 'nvfp4-overlay list' names them")
     ctx.emit(document, "\n".join(lines))
     return Exit.OK
+
+
+def _bring_cubins(ctx: Context) -> None:
+    """Each stack's flashinfer-cubin into the dist dir, for the index to mirror (cubins.py)."""
+    from .. import cubins
+    from ..fetch import default_cache_dir
+
+    stacks = load_stacks(ctx.patches_dir)
+    for stack in stacks.ordered():
+        built = [any(ctx.dist_dir.glob(f"{_stem(ctx, t)}-{v}-*.whl")) for t, v in _local_versions(ctx, stack).items()]
+        if not all(built):
+            continue  # a stack not built whole here: the index serves none of it
+        wheel = cubins.bring(stack, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
+        if wheel is not None:
+            ctx.log(f"{stack.name}: {wheel.name} in {ctx.dist_dir}")
 
 
 def _stack_commands(ctx: Context, stacks: Stacks, by_project: dict[str, list[index.IndexedWheel]],
