@@ -697,9 +697,23 @@ def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
                                   for d in ("sglang", "flashinfer-python")])
 def test_make_drift_is_green_on_the_committed_tree(dist: str) -> None:
     """`make drift` (--against pinned all) and `drift --against latest`, the help's first example, on the
-    committed series, stacks and audits: no cell needs a person, nothing skipped. latest is one of the
-    releases `all` names, so one run asks both. A distribution per xdist worker: the two run side by side."""
-    code, out, err, _ = run("drift", "--dist", dist, "--against", "pinned", "latest", "all", "--json",
+    committed series, stacks and audits: no cell needs a person, nothing skipped, no new API unclassified.
+
+    Of `all`, the releases without a series of their own (on the index, newer than the oldest series):
+    only there, and on a series' own release, can a cell need a person; on a release that carries its
+    own series a cell is news at worst (Cell.verdict; the synthetic news test holds that). Every
+    flashinfer-python release after 0.6.1 carries a series, so its 703 news-at-most cells of `all`
+    (about 90 s of CPU) are left to `make drift`; a new upstream release is in the plan the day the
+    index has it. A distribution per xdist worker."""
+    from packaging.version import Version
+
+    from nvfp4_overlay.manifest import all_targets
+    from nvfp4_overlay.releases import index_versions
+
+    carried = [Version(t.version) for t in all_targets(PATCHES) if t.dist == dist]
+    uncarried = [str(v) for v in index_versions(dist, fetch.Source(cache_dir()), PATCHES)
+                 if v > min(carried) and v not in carried]
+    code, out, err, _ = run("drift", "--dist", dist, "--against", "pinned", "latest", *uncarried, "--json",
                             "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--cache-dir", str(cache_dir()))
     doc = json.loads(out)
     assert code == 0, (f"exit {code}: cells needing a person {doc['cells_needing_a_person']}, skipped "
