@@ -429,11 +429,12 @@ def test_a_series_is_not_needed_on_a_release_shipped_unpatched_by_design(tmp_pat
     assert (doc["cells_needing_a_person"], doc["not_needed"], doc["news"]) == (0, 1, 0)
     (cell,) = [c for c in doc["cells"] if c["release"] == "1.3"]
     assert (cell["state"], cell["verdict"]) == ("conflict", "not-needed-there")
-    assert cell["by_design"].startswith("stack sglang-1.3 ships sglang==1.3 unpatched and the region audit")
+    assert cell["by_design"].startswith("stack sglang-1.3 ships it unpatched and the region audit")
     code, out, _, _ = run("drift", "--dist", "sglang", "--against", "pinned", "1.3", *cli_args(layout))
     assert code == 0
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "exact", "not-needed"]
-    assert "not needed at 1.3, not a failure (conflict there)" in out
+    assert "not needed at 1.3, not a failure (conflict there): shipped unpatched by design (below)" in out
+    assert "  sglang==1.3: stack sglang-1.3 ships it unpatched and the region audit" in out
     last = out.splitlines()[-1]
     assert last.startswith("no failure:") and "need a person" not in last and "needs a person" not in last
     assert "not needed there, not a failure: 1 of 2 (series, release) cells do not carry to a release shipped " \

@@ -39,7 +39,7 @@ def shipped_unpatched(patches_dir: Path, overlay_dir: Path, log: Callable[[str],
             continue
         clear, why = _nothing_raw(patches_dir, overlay_dir, target.version)
         if clear:
-            out[target] = f"stack {stack.name} ships {target} unpatched and {why}"
+            out[target] = f"stack {stack.name} ships it unpatched and {why}"
         else:
             log(f"warning: {target}: stack {stack.name} ships it unpatched, yet {why}: a series there needs a person")
     return out

@@ -8,8 +8,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from .api_audit import PublicFunction
-from .drift import BROKEN, HunkDrift, PatchDrift, State
+from . import drift_json
+from .drift import BROKEN, PatchDrift, State
 from .manifest import Target
 from .matrix import Cell, Matrix, Verdict
 
@@ -88,9 +88,8 @@ def _trouble_lines(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str]
         lines.append(f"first needs a person at {bold}{version}{bold} ({patch.state.value}): {patch.reason()}")
     unneeded = _troubles(row, columns, cells, verdicts, Verdict.NOT_NEEDED)
     if unneeded:
-        version, patch = unneeded[0]
-        lines.append(f"not needed at {', '.join(v for v, _ in unneeded)}, not a failure ({patch.state.value} there): "
-                     f"{verdicts[(row[0], version)].by_design}")
+        lines.append(f"not needed at {', '.join(v for v, _ in unneeded)}, not a failure ({unneeded[0][1].state.value} "
+                     f"there): shipped unpatched by design (below)")
     news = _troubles(row, columns, cells, verdicts, Verdict.NEWS)
     if news:
         version, patch = news[0]
@@ -129,10 +128,21 @@ def table(matrix: Matrix, width: int | None = None) -> str:
             lines.append("")
         lines += _attention(rows, columns, cells, verdicts)
     lines += placement_lines(matrix)
+    lines += by_design_lines(matrix)
     lines += new_api_lines(matrix)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
     return "\n".join(lines).rstrip()
+
+
+def by_design_lines(matrix: Matrix) -> list[str]:
+    """The releases shipped unpatched by design where some series does not carry, and the data that says so."""
+    found = {c.release.target: c.by_design for c in matrix.cells if c.verdict is Verdict.NOT_NEEDED}
+    if not found:
+        return []
+    lines = ["shipped unpatched by design, a series is not needed there:"]
+    lines += [f"  {t}: {why}" for t, why in sorted(found.items(), key=lambda kv: _key(str(kv[0])))]
+    return [*lines, ""]
 
 
 NEW_API = ("new API: public FlashInfer functions that reach a kernel loader and that the serving-API audit "
@@ -287,13 +297,17 @@ def markdown(matrix: Matrix) -> str:
                              + " ".join(_md_escape(line[0].upper() + line[1:]) + "." for line in said))
         lines.append("")
     lines += _placement_markdown(matrix)
+    unneeded = by_design_lines(matrix)
+    if unneeded:
+        lines += [f"### {unneeded[0].rstrip(':').capitalize()}", ""]
+        lines += [f"- {_md_escape(line.strip())}" for line in unneeded[1:-1]] + [""]
     new = new_api_lines(matrix)
     if new:
         lines += ["### New API", "", f"_{_md_escape(NEW_API)}._", ""]
         lines += [f"- `{line.strip().split(':', 1)[0]}`:{_md_escape(line.strip().split(':', 1)[1])}" if line.startswith("  ")
                   else f"**{_md_escape(line)}**" for line in new[1:-1]]
         lines.append("")
-    wheels = _wheels(matrix)
+    wheels = drift_json.wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",
         "",
@@ -330,85 +344,6 @@ def _md_cell(patch: PatchDrift | None, cell: Cell | None) -> str:
 
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-# --- JSON ------------------------------------------------------------------------------------------
-
-
-def document(matrix: Matrix) -> dict[str, Any]:
-    return {
-        "exit_code": matrix.exit_code,
-        "needs_person": sum(1 for c in matrix.cells if c.fails for p in c.patches if p.state.needs_person),
-        "cells_needing_a_person": sum(1 for c in matrix.cells if c.fails),
-        "news": sum(1 for c in matrix.cells if c.news),
-        "not_needed": sum(1 for c in matrix.cells if c.verdict is Verdict.NOT_NEEDED),
-        "merges": sum(1 for c in matrix.cells for p in c.patches if p.state is State.MERGES),
-        "wheels": _wheels(matrix),
-        "skipped": {str(t): why for t, why in matrix.skipped.items()},
-        "new_apis": {str(t): [new_api_json(f) for f in fns] for t, fns in matrix.new_apis.items()},
-        "cells": [{**_cell_json(c), "new_apis": [f.key for f in matrix.new_apis.get(c.release.target, ())]}
-                  for c in matrix.cells],
-    }
-
-
-def new_api_json(fn: PublicFunction) -> dict[str, Any]:
-    return {"function": fn.key, "loaders": list(fn.loaders), "via": list(fn.via)}
-
-
-def _wheels(matrix: Matrix) -> list[dict[str, Any]]:
-    seen = {c.release.filename: c.release for c in matrix.cells}
-    return [
-        {
-            "dist": w.target.dist,
-            "version": w.target.version,
-            "filename": w.filename,
-            "sha256": w.sha256,
-            "pinned": w.pinned,
-        }
-        for w in sorted(seen.values(), key=lambda w: (w.target.dist, Version(w.target.version), w.filename))
-    ]
-
-
-def _cell_json(cell: Cell) -> dict[str, Any]:
-    return {
-        "verdict": cell.verdict.value,
-        "news": cell.news,
-        "by_design": cell.by_design or None,
-        "dist": cell.series.dist,
-        "series": cell.series.version,
-        "release": cell.release.target.version,
-        "wheel": cell.release.filename,
-        "state": max((p.state for p in cell.patches), key=lambda s: s.rank, default=State.EXACT).value,
-        "patches": [
-            {
-                "patch": p.name,
-                "state": p.state.value,
-                "applied_upstream": p.applied_upstream,
-                "reason": p.reason(),
-                "hunks": [hunk_json(h) for h in p.hunks],
-            }
-            for p in cell.patches
-        ],
-    }
-
-
-def hunk_json(h: HunkDrift) -> dict[str, Any]:
-    m = h.mismatch
-    return {
-        "file": h.path,
-        "hunk": h.number,
-        "header": h.header,
-        "state": h.state.value,
-        "placed": h.placed,
-        "moved_from": h.moved_from,
-        "offset": h.offset,
-        "fuzz": h.fuzz,
-        "line": h.line,
-        "first_difference": None if m is None else {"line": m.line, "expected": m.expected, "found": m.found},
-        "moved_to": h.moved_to,
-        "occurrences": h.occurrences,
-        "note": h.note,
-    }
 
 
 # --- drift --check: do the ports to new releases work? ---------------------------------------------

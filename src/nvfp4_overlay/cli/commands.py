@@ -8,7 +8,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import by_design, matrix, releases, report
+from .. import by_design, drift_json, matrix, releases, report
 from ..errors import ConfigError, Exit, Refused
 from ..manifest import Target, all_targets
 from ..refresh import refresh
@@ -42,7 +42,7 @@ def cmd_drift(ctx: Context) -> int:
     text = report.markdown(found) + report.works_markdown(works)
     if markdown is not None:
         markdown.write_text(text)
-    ctx.emit({**report.document(found), "works": works}, report.table(found) + report.works_table(works))
+    ctx.emit({**drift_json.document(found), "works": works}, report.table(found) + report.works_table(works))
     return max(found.exit_code, Exit.NEEDS_PERSON if any(not w["works"] for w in works.values()) else Exit.OK)
 
 
@@ -75,7 +75,7 @@ def cmd_refresh(ctx: Context) -> int:
                        dry_run=ctx.args.dry_run, quick=ctx.args.quick)
     except Refused as exc:
         if exc.report is not None:
-            ctx.emit({**report.document(exc.report), "error": exc.data()}, report.table(exc.report))
+            ctx.emit({**drift_json.document(exc.report), "error": exc.data()}, report.table(exc.report))
         else:
             ctx.emit({"error": exc.data()}, "\n".join(exc.problems))
         ctx.log(f"error: {exc}")
