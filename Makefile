@@ -62,7 +62,9 @@ test-torch:
 		$(TORCH_VENV)/bin/python -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py $(ARGS)
 
 # Every series on its own wheels (a failure) and on every newer release: where that release carries
-# its own series, a series that needs a person there is news, not a failure (as the drift workflow).
+# its own series, a series that does not carry there is news, not a failure (as the drift workflow);
+# where a stack ships that release unpatched by design (its region audit leaves nothing raw), it is not
+# needed there. Exit 0 on the committed tree (tests/test_drift.py holds it).
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against pinned all $(ARGS)
 
