@@ -439,6 +439,9 @@ def test_a_series_is_not_needed_on_a_release_shipped_unpatched_by_design(tmp_pat
     assert last.startswith("no failure:") and "need a person" not in last and "needs a person" not in last
     assert "not needed there, not a failure: 1 of 2 (series, release) cells do not carry to a release shipped " \
            "unpatched by design (sglang==1.3)" in last
+    # --check ports the newest series to newer releases, but not to one shipped unpatched by design
+    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "1.3", "--check", "--json", *cli_args(layout))
+    assert (code, json.loads(out)["works"]) == (0, {}), err
 
 
 @pytest.mark.parametrize(("audit", "why"), [
