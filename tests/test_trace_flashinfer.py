@@ -162,7 +162,8 @@ def test_sm121_upstream_fails_and_patched_compiles_as_on_sm120(release_oracle: R
     op = f"{behaviour.OP_PREFIX}fp4_quantize.default"
     runs = ladder["patched"]["12.1"]["fp4_quantize"]
     reached = [run for run in runs.values() if "error" not in run["eager"]]
-    assert len(reached) >= 9 and all(run["compiled"]["targets"].count(op) == 1 for run in reached)
+    assert len(reached) >= (9 if release in EVERY_CASE else 1)
+    assert all(run["compiled"]["targets"].count(op) == 1 for run in reached)
 
 
 # The releases whose torch.ops.flashinfer.fp4_quantize passes enable_pdl by position, into
