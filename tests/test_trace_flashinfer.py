@@ -215,6 +215,10 @@ def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: d
     launch = inverted["patched"]["12.0"]["opt_in_fp4_op"]["launches"][0]
     launch[-2:] = [["value", "True"], ["value", "None"]]
     assert any("patch 0003" in p for p in behaviour.trace_problems(release, inverted, routed))
+    one_gpu = copy.deepcopy(ladder)  # a patched side that ran on fewer GPUs than upstream's
+    del one_gpu["patched"]["10.0"]
+    assert behaviour.trace_problems(release, one_gpu, routed) == [
+        f"{release}: the patched ladder ran on ['12.0'], upstream's on ['12.0', '10.0']"]
     unprobed = copy.deepcopy(ladder)
     unprobed["patched"]["probed"] = unprobed["patched"]["probed"][:-1]
     problems = behaviour.trace_problems(release, unprobed, routed)

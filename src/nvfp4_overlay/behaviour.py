@@ -75,6 +75,9 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
     for kind, result in (("upstream", upstream), ("patched", patched)):
         if "crash" in result:
             return [f"{release}: the {kind} probe crashed: {str(result['crash'])[-800:]}"]
+    gpus = gpu_keys(upstream)
+    if not gpus or gpu_keys(patched) != gpus:  # a side that skipped a GPU would pass it unseen
+        return [f"{release}: the patched ladder ran on {gpu_keys(patched)}, upstream's on {gpus}"]
     problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
                 for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
@@ -89,12 +92,12 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "
                             f"{info['signature']}: a parameter would not reach the op")
-        for gpu in gpu_keys(patched):
+        for gpu in gpus:
             problems += _entry_problems(release, name, gpu, upstream[gpu].get(name, {}), patched[gpu].get(name, {}))
             ops = patched[gpu]["eager_ops"].get(name, {}).get("ops", [])
             if any(op.startswith("nvfp4_overlay::") for op in ops):
                 problems.append(f"{release}: sm{gpu}: an eager {name} call went through the opaque op")
-    for gpu in gpu_keys(patched):
+    for gpu in gpus:
         opt_in = patched[gpu].get("opt_in_fp4_op") or {}
         if opt_in.get("launches") is not None and opt_in["launches"] != opt_in.get("public"):
             problems.append(f"{release}: sm{gpu}: torch.ops.flashinfer.fp4_quantize(..., enable_pdl=True) launches "
