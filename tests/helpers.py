@@ -72,6 +72,24 @@ def sglang_flashinfer_pins() -> dict[str, str]:
             for s in load_stacks(PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
 
 
+def default_flashinfer() -> str:
+    """The flashinfer-python release of the default stack (patches/stacks.toml)."""
+    return _default_release("flashinfer-python")
+
+
+def default_sglang() -> str:
+    """The SGLang release of the default stack (patches/stacks.toml)."""
+    return _default_release("sglang")
+
+
+def _default_release(dist: str) -> str:
+    from nvfp4_overlay.manifest import load_stacks
+
+    stacks = load_stacks(PATCHES)
+    stack = stacks.get(stacks.default, PATCHES / "stacks.toml")
+    return next(t.version for t in (*stack.targets, *stack.upstream) if t.dist == dist)
+
+
 def pinned_releases(dist: str) -> set[str]:
     """The releases of dist that some stack installs: what operators run."""
     from nvfp4_overlay.manifest import load_stacks
@@ -215,7 +233,7 @@ class ReleaseOracle:
         self.wheel_tree = wheel_tree
         self.oracle = oracle.Oracle(oracle.Results(cache_dir() / "oracle"), toolkits, committed=COMMITTED_ORACLE,
                                     fresh=FRESH_UPSTREAM)
-        self._ladders: dict[tuple[str, bool], dict[str, Any]] = {}
+        self._ladders: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._grids: dict[str, dict[str, Any]] = {}
 
     def sides(self, release: str) -> tuple[oracle.Side, oracle.Side]:
@@ -226,10 +244,13 @@ class ReleaseOracle:
                                     lambda: self.wheel_tree(dist, release, patched=False),
                                     lambda: self.wheel_tree(dist, release))
 
-    def ladder(self, release: str, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
-        if (release, quick) not in self._ladders:
-            self._ladders[release, quick] = self.oracle.ladder(*self.sides(release), entries, quick=quick)
-        return self._ladders[release, quick]
+    def ladder(self, release: str, entries: Sequence[str], *, quick: bool, gpus: oracle.Gpus = oracle.TRACE_GPUS,
+               torch_cuda: str | None = None) -> dict[str, Any]:
+        key = (release, quick, tuple(gpus), torch_cuda)
+        if key not in self._ladders:
+            self._ladders[key] = self.oracle.ladder(*self.sides(release), entries, quick=quick, gpus=gpus,
+                                                    torch_cuda=torch_cuda)
+        return self._ladders[key]
 
     def grid(self, release: str) -> dict[str, Any]:
         if release not in self._grids:

@@ -403,3 +403,26 @@ def test_doctor_takes_no_build_flags_and_no_abbreviations(args: list[str]) -> No
     assert code == 2
     assert document["error"]["kind"] == "UsageError"
     assert "unrecognized arguments" in document["error"]["message"]
+
+
+@pytest.mark.parametrize(("capability", "cuda", "family", "note"), [
+    ((12, 0), "12.8", "SM12x, the SM120 paths", False),
+    ((12, 1), "13.0", "SM12x, the SM120 paths (from CUDA 12.9)", False),
+    ((12, 1), "12.8", "SM12x, the SM120 paths (from CUDA 12.9)", True),
+    ((10, 0), "12.8", "SM10x", False),
+], ids=["sm120", "sm121", "sm121-cuda-12.8", "sm100"])
+def test_doctor_names_sm121_as_sm12x_and_its_cuda_floor(capability: tuple[int, int], cuda: str, family: str,
+                                                        note: bool) -> None:
+    """A GB10 (DGX Spark, 12.1) is named with the SM12x family FlashInfer and SGLang give it (their major-only
+    checks), and a torch below CUDA 12.9 there is noted: FlashInfer's is_sm12x_supported asks 12.9 of 12.1."""
+    from nvfp4_overlay import doctor
+    from nvfp4_overlay.cli.doctor import _render_gpu
+    from nvfp4_overlay.installed import Finding
+
+    gpu = {"torch": "2.13.0", "cuda": cuda, "available": True,
+           "devices": [{"index": 0, "name": "NVIDIA GB10", "capability": list(capability)}]}
+    finding = Finding()
+    doctor._judge_gpu(gpu, "fix", finding)
+    assert any("FlashInfer supports it from CUDA 12.9" in n for n in finding.notes) is note, finding.notes
+    (line,) = _render_gpu(gpu)
+    assert f"compute capability {capability[0]}.{capability[1]} ({family}; torch 2.13.0, CUDA {cuda})" in line

@@ -50,7 +50,7 @@ import os
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cache_dir, rotating_sample, sglang_flashinfer_pins
+from helpers import FULL, OVERLAY, PATCHES, ROOT, cache_dir, default_sglang, rotating_sample, sglang_flashinfer_pins
 
 from nvfp4_overlay import fetch, files, oracle, probe_runner, sglang_audit, sglang_reach, sglang_releases, sglang_table
 from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
@@ -59,6 +59,7 @@ RELEASES = sglang_releases.audit_releases(PATCHES)
 BY_VERSION = {r.version: r for r in RELEASES}
 STACK_PIN = sglang_flashinfer_pins()
 VERSIONS = [r.version for r in RELEASES]
+STACK_SGLANG = default_sglang()
 # The releases whose upstream stack (upstream SGLang, upstream FlashInfer) is probed afresh and held to
 # the committed table: two a day, every one with NVFP4_OVERLAY_FRESH=1 (make test-releases, weekly).
 FRESH = (VERSIONS if os.environ.get("NVFP4_OVERLAY_FRESH") == "1"
@@ -75,11 +76,12 @@ def region_runs(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> An
     wheels, which the committed table holds) only for the releases of FRESH, the rotating sample.
     Each (SGLang tree, FlashInfer tree) pair is kept in the result cache under its inputs.
     """
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[tuple[str, str], dict[str, Any]] = {}
     results = oracle.Results(cache_dir() / "oracle")
 
-    def get(version: str) -> dict[str, Any]:
-        if version not in done:
+    def get(version: str, gpus: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
+        """gpus: another set than sglang_releases.TREE_GPUS (its runs: both FlashInfer trees, always)."""
+        if (version, str(gpus)) not in done:
             release = BY_VERSION[version]
             wheel = sglang_releases.upstream_wheel(PATCHES, release, fetch.Source(cache_dir()))
             sglang = {"upstream": lambda: probe_runner.unpack(wheel, tmp_path_factory.mktemp(f"sglang-{version}"))}
@@ -96,19 +98,20 @@ def region_runs(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> An
             inputs["flashinfer/upstream"] = upstream_pin
             inputs["flashinfer/patched"] = str(oracle.patched_inputs(upstream_pin, PATCHES, OVERLAY,
                                                                      "flashinfer-python", pin))
-            kinds = ("upstream", "patched") if version in FRESH else ("patched",)
+            kinds = ("upstream", "patched") if version in FRESH or gpus else ("patched",)
+            plan = {"gpus": {g: list(cc) for g, cc in gpus.items()}} if gpus else {}  # the default plan as it was
             found: dict[str, Any] = {}
             for kind in kinds:
                 side = oracle.Side(version, f"sglang-{kind}-flashinfer", inputs, lambda: tmp_path_factory.getbasetemp())
-                key = oracle.key_of("sglang_regions", side, {"flashinfer": kind, "sglang": sorted(sglang)})
+                key = oracle.key_of("sglang_regions", side, {"flashinfer": kind, "sglang": sorted(sglang), **plan})
                 one = results.computed("sglang_regions", side, key, lambda kind=kind: sglang_releases.probe_release(
                     {s: make() for s, make in sglang.items()}, {kind: flashinfer[kind]()},
-                    tmp_path_factory.mktemp("scratch"), jobs=1), keep=_no_crash)
+                    tmp_path_factory.mktemp("scratch"), jobs=1, gpus=gpus), keep=_no_crash)
                 for tree, by_kind in one.items():
                     found.setdefault(tree, {}).update(by_kind)
-            done[version] = {"results": found, "flashinfer": {k: make() for k, make in flashinfer.items()},
-                             "wheel": wheel}
-        return done[version]
+            done[version, str(gpus)] = {"results": found, "wheel": wheel,
+                                        "flashinfer": {k: make() for k, make in flashinfer.items()}}
+        return done[version, str(gpus)]
 
     return get
 
@@ -330,6 +333,32 @@ def test_stack_claims_hold(region_runs: Any, version: str) -> None:
         for gpu in sglang_audit.GPUS:
             run = runs["results"][tree]["patched"][gpu]["regions"][region]
             assert run.get("ok"), f"sglang-{version} claims {region}; on {gpu} it fails: {str(run)[:800]}"
+
+
+# SM121 (GB10, DGX Spark), probed apart (sglang_releases.SM121_GPUS) and held to the table's sm120 rows: the
+# default stack's SGLang and 0.5.19 (Qwen3.5's silu_and_mul quantize, the FP8 norm-quant pair and Inkling's
+# MoE, all raw under tc_piecewise) per run; every release with NVFP4_OVERLAY_FULL=1 (make test-releases).
+SM121_VERSIONS = VERSIONS if FULL else [v for v in VERSIONS if v in (STACK_SGLANG, "0.5.19")]
+
+
+@pytest.mark.upstream
+@pytest.mark.torch
+@pytest.mark.parametrize("version", by_version(SM121_VERSIONS))
+def test_sm121_regions_fail_and_compile_as_on_sm120(region_runs: Any, version: str) -> None:
+    """Upstream's stack fails on SM121 where the table says it fails on SM120, and the patched stack does
+    there what its routes make of the same calls: SGLang and FlashInfer take their SM12x paths alike."""
+    runs, entry = region_runs(version, sglang_releases.SM121_GPUS), TABLE["releases"][version]
+    routes = sglang_audit.read_routes(runs["flashinfer"]["patched"])
+    problems, seen = [], 0
+    for tree, regions in entry["sglang"].items():
+        for region, by_gpu in regions.items():
+            cell = by_gpu if "absent" in by_gpu else by_gpu["sm120"]
+            upstream, patched = (runs["results"][tree][kind]["sm121"]["regions"][region] for kind in ("upstream", "patched"))
+            assert upstream.get("ok") is not None or "absent" in upstream, (tree, region, str(upstream)[:800])
+            problems += [f"{tree} {region} sm121: {p}" for p in (*sglang_audit.upstream_problems(cell, upstream),
+                                                                  *sglang_audit.patched_problems(cell, patched, routes))]
+            seen += bool(cell.get("calls"))
+    assert seen and problems == []
 
 
 @pytest.mark.upstream

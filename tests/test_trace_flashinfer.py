@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, ReleaseOracle, by_release, flashinfer_releases, pinned_releases
+from helpers import FULL, PATCHES, ReleaseOracle, by_release, default_flashinfer, flashinfer_releases, pinned_releases
 from packaging.version import Version
 
 from nvfp4_overlay import behaviour, oracle
@@ -139,6 +139,33 @@ def test_cuda_version_lookups_work_under_fullgraph(ladder: dict[str, Any], relea
     assert upstream.get("error", {}).get("kind") == "Unsupported", upstream
 
 
+# SM121 (GB10, DGX Spark), a rung of its own (oracle.SM121_GPUS, torch's CUDA 13.0): upstream's code takes its
+# SM12x paths there (get_fp4_quantization_module's "121"/"120f", supported_major_versions=[..., 12], is_sm12x_supported).
+# The default stack's release and the newest per run; every carried release with NVFP4_OVERLAY_FULL=1
+# (make test-releases). docs/proof.md says why not every release every run.
+SM121_RELEASES = RELEASES if FULL else [v for v in RELEASES if v in (default_flashinfer(), RELEASES[-1])]
+
+
+@pytest.mark.parametrize("release", by_release(SM121_RELEASES))
+def test_sm121_upstream_fails_and_patched_compiles_as_on_sm120(release_oracle: ReleaseOracle, release: str) -> None:
+    ladder = release_oracle.ladder(release, ROUTED, quick=release not in EVERY_CASE, gpus=oracle.SM121_GPUS,
+                                   torch_cuda=oracle.SM121_TORCH_CUDA)
+    assert oracle.gpu_keys(ladder["patched"]) == oracle.gpu_keys(ladder["upstream"]) == ["12.1"]
+    assert behaviour.routed(ladder) == sorted(ROUTED)
+    assert behaviour.trace_problems(release, ladder, behaviour.routed(ladder)) == []
+    for name in ladder["upstream"]["entries"]:
+        error = behaviour.upstream_fails(ladder, name)["12.1"]
+        assert error is not None and error["kind"] == "Unsupported", (name, error)
+        where = LOADERS.get(name, "get_fp4_quantization_module")
+        functions = {frame.rsplit(":", 1)[1] for frame in error["stack"]}
+        assert {where} & functions if isinstance(where, str) else set(where) & functions, (name, error["stack"])
+    op = f"{behaviour.OP_PREFIX}fp4_quantize.default"
+    runs = ladder["patched"]["12.1"]["fp4_quantize"]
+    reached = [run for run in runs.values() if "error" not in run["eager"]]
+    assert len(reached) >= (9 if release in EVERY_CASE else 1)
+    assert all(run["compiled"]["targets"].count(op) == 1 for run in reached)
+
+
 # The releases whose torch.ops.flashinfer.fp4_quantize passes enable_pdl by position, into
 # is_global_scale_inversed (patch 0003); fixed upstream in 0.7.1.
 OPT_IN_BUG = [v for v in RELEASES if Version("0.6.12") <= Version(v) < Version("0.7.1")]
@@ -188,6 +215,10 @@ def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: d
     launch = inverted["patched"]["12.0"]["opt_in_fp4_op"]["launches"][0]
     launch[-2:] = [["value", "True"], ["value", "None"]]
     assert any("patch 0003" in p for p in behaviour.trace_problems(release, inverted, routed))
+    one_gpu = copy.deepcopy(ladder)  # a patched side that ran on fewer GPUs than upstream's
+    del one_gpu["patched"]["10.0"]
+    assert behaviour.trace_problems(release, one_gpu, routed) == [
+        f"{release}: the patched ladder ran on ['12.0'], upstream's on ['12.0', '10.0']"]
     unprobed = copy.deepcopy(ladder)
     unprobed["patched"]["probed"] = unprobed["patched"]["probed"][:-1]
     problems = behaviour.trace_problems(release, unprobed, routed)

@@ -25,7 +25,7 @@ from .archive import WheelReader
 from .errors import OverlayError
 from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
-from .oracle import TRACE_GPUS, eager_digest
+from .oracle import eager_digest, gpu_keys
 from .probe_runner import unpack
 from .probes.cases import CANDIDATES, has_kernel
 
@@ -69,11 +69,15 @@ def grid_problems(release: str, grid: dict[str, Any]) -> list[str]:
 
 
 def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) -> list[str]:
-    """Every way the patched wheel's routed entry points fail the ladder on this release."""
+    """Every way the patched wheel's routed entry points fail the ladder on this release (on every GPU
+    the patched ladder ran on: TRACE_GPUS, or a plan of its own such as oracle.SM121_GPUS)."""
     upstream, patched = ladder["upstream"], ladder["patched"]
     for kind, result in (("upstream", upstream), ("patched", patched)):
         if "crash" in result:
             return [f"{release}: the {kind} probe crashed: {str(result['crash'])[-800:]}"]
+    gpus = gpu_keys(upstream)
+    if not gpus or gpu_keys(patched) != gpus:  # a side that skipped a GPU would pass it unseen
+        return [f"{release}: the patched ladder ran on {gpu_keys(patched)}, upstream's on {gpus}"]
     problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
                 for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
@@ -88,12 +92,12 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "
                             f"{info['signature']}: a parameter would not reach the op")
-        for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+        for gpu in gpus:
             problems += _entry_problems(release, name, gpu, upstream[gpu].get(name, {}), patched[gpu].get(name, {}))
             ops = patched[gpu]["eager_ops"].get(name, {}).get("ops", [])
             if any(op.startswith("nvfp4_overlay::") for op in ops):
                 problems.append(f"{release}: sm{gpu}: an eager {name} call went through the opaque op")
-    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+    for gpu in gpus:
         opt_in = patched[gpu].get("opt_in_fp4_op") or {}
         if opt_in.get("launches") is not None and opt_in["launches"] != opt_in.get("public"):
             problems.append(f"{release}: sm{gpu}: torch.ops.flashinfer.fp4_quantize(..., enable_pdl=True) launches "
@@ -140,7 +144,7 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
     reached = [case for case, run in patched.items() if "error" not in run["eager"]]
     if not patched:
         problems.append(f"{where}: no case ran")
-    elif not has_kernel(name, gpu, release):  # every call refuses: upstream has no kernel there
+    elif not has_kernel(name, _family(gpu), release):  # every call refuses: upstream has no kernel there
         if reached:
             problems.append(f"{where}: {reached[0]} reached the kernel, where probes/cases.py NO_KERNEL says "
                             f"upstream has none: drop the release from NO_KERNEL")
@@ -151,11 +155,18 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
     return problems
 
 
+def _family(gpu: str) -> str:
+    """The GPU NO_KERNEL (probes/cases.py) names for this one: upstream's JIT modules ask the major alone
+    (supported_major_versions=[10, 12]), so SM121 has a kernel where SM120 has one."""
+    major = gpu.split(".")[0]
+    return "12.0" if major == "12" else gpu
+
+
 def upstream_fails(ladder: dict[str, Any], name: str) -> dict[str, dict[str, Any] | None]:
     """For the upstream tree, per GPU: the first case's compile error, as the probe summed it up
     (kind, reason, explanation, dynamo's user stack); None: it compiled."""
     out: dict[str, dict[str, Any] | None] = {}
-    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+    for gpu in gpu_keys(ladder["upstream"]):
         runs = ladder["upstream"][gpu].get(name, {})
         first = next((run for run in runs.values() if "compiled" in run), None)  # upstream compiles one case
         out[gpu] = None if first is None or "compiled" not in first else first["compiled"].get("error")

@@ -219,6 +219,23 @@ def _judge_gpu(gpu: dict[str, Any] | None, fix_torch: str, finding: Finding) -> 
         finding.notes.append(
             f"torch {gpu['torch']} (CUDA {gpu['cuda']}) sees no GPU: check the driver ('nvidia-smi') and "
             f"CUDA_VISIBLE_DEVICES; the trace check faked compute capability 12.0")
+    for device in gpu.get("devices") or []:
+        if tuple(device["capability"]) >= (12, 1) and device["capability"][0] == 12 and \
+                Version(gpu["cuda"]) < Version("12.9"):  # FlashInfer's is_sm12x_supported, compilation_context
+            finding.notes.append(
+                f"GPU {device['index']} is SM{device['capability'][0]}{device['capability'][1]} (GB10, DGX Spark): "
+                f"FlashInfer supports it from CUDA 12.9 (torch here: {gpu['cuda']}); install a torch built for "
+                f"CUDA 12.9 or 13.0")
+
+
+def gpu_family(capability: list[int]) -> str:
+    """How FlashInfer and SGLang group a compute capability: both ask the major alone for SM12x (FlashInfer's
+    is_sm12x_supported and JIT modules' supported_major_versions, SGLang's is_sm120_supported), so 12.1
+    (GB10, DGX Spark) takes every SM120 path."""
+    major, minor = capability
+    if major == 12:
+        return "SM12x, the SM120 paths" + (" (from CUDA 12.9)" if minor >= 1 else "")
+    return f"SM{major}x" if major >= 10 else f"SM{major}{minor}"
 
 
 def _judge_trace(trace: dict[str, Any], finding: Finding) -> None:

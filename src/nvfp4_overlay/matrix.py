@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -21,6 +22,16 @@ from .releases import ReleaseWheel
 from .series import Series, read_series
 
 
+class Verdict(str, Enum):
+    """What one (series, release) cell asks of a person, from the release's side (a patch's own state,
+    on that release, is placement.State)."""
+
+    CARRIED = "carried"  # every patch applies, ports by three-way merge, or is obsolete by its header
+    NEEDS_PERSON = "needs-a-person"  # a failure: the series does not carry to a release that needs it
+    NEWS = "news"  # it does not carry to a release that carries its own series, which ships there
+    NOT_NEEDED = "not-needed-there"  # it does not carry to a release shipped unpatched by design
+
+
 @dataclass(frozen=True)
 class Cell:
     """One series (by its pinned release) on one release of its distribution."""
@@ -28,6 +39,8 @@ class Cell:
     series: Target
     release: ReleaseWheel
     patches: tuple[PatchDrift, ...]
+    # why a series is not needed on this release (by_design.shipped_unpatched), "" where it may be
+    by_design: str = ""
 
     @property
     def clean(self) -> bool:
@@ -35,13 +48,29 @@ class Cell:
 
     @property
     def needs_person(self) -> bool:
+        """Some patch does not carry over unattended (whether that is a failure: verdict)."""
         return any(p.state.needs_person for p in self.patches)
 
     @property
+    def verdict(self) -> Verdict:
+        """A patch that does not carry is a failure only where the series is what ships: not on a
+        release that carries its own series (news: `--against pinned` holds that series to its
+        wheels), nor on one a stack ships unpatched by design (nothing raw remains there)."""
+        if not self.needs_person:
+            return Verdict.CARRIED
+        if self.by_design:
+            return Verdict.NOT_NEEDED
+        if self.release.pinned and self.release.target != self.series:
+            return Verdict.NEWS
+        return Verdict.NEEDS_PERSON
+
+    @property
     def news(self) -> bool:
-        """Needs a person, on another release that carries its own series: news, not a failure (that
-        release's own series is what ships for it; `--against pinned` holds it to its wheels)."""
-        return self.needs_person and self.release.pinned and self.release.target != self.series
+        return self.verdict is Verdict.NEWS
+
+    @property
+    def fails(self) -> bool:
+        return self.verdict is Verdict.NEEDS_PERSON
 
 
 @dataclass
@@ -56,9 +85,10 @@ class Matrix:
     @property
     def exit_code(self) -> int:
         """0 when every series applies, or ports by three-way merge, to its own release and to every
-        release asked about that has no series of its own, and no such release adds an API the audit
-        does not classify; 1 otherwise, or when a release was skipped."""
-        clean = not any(c.needs_person and not c.news for c in self.cells) and not self.skipped
+        release asked about that has no series of its own and is not shipped unpatched by design, and
+        no release without a series adds an API the audit does not classify; 1 otherwise, or when a
+        release was skipped."""
+        clean = not any(c.fails for c in self.cells) and not self.skipped
         return 0 if clean and not any(self.new_apis.values()) else 1
 
 
@@ -112,9 +142,12 @@ def plan_releases(
 
 
 def run_drift(
-    plan: dict[Target, list[str]], patches_dir: Path, source: fetch.Source, log: Callable[[str], None]
+    plan: dict[Target, list[str]], patches_dir: Path, source: fetch.Source, log: Callable[[str], None],
+    by_design: Mapping[Target, str] | None = None,
 ) -> Matrix:
-    """Fetch each release once, read only the members the series touch, and classify every series on it."""
+    """Fetch each release once, read only the members the series touch, and classify every series on it.
+
+    by_design: the releases shipped unpatched by design, and why (by_design.shipped_unpatched)."""
     matrix = Matrix([], {t: read_series(patches_dir / t.dist / t.version) for t in plan})
     with ExitStack() as stack:
         opened: dict[Target, tuple[ReleaseWheel, ReleaseFiles] | None] = {}
@@ -137,7 +170,8 @@ def run_drift(
                 wheel, files = found
                 patches = drift_series(matrix.series[target], files.read, files.names, target.dist, version,
                                        origin[1].read if origin else None)
-                matrix.cells.append(Cell(target, wheel, tuple(patches)))
+                why = (by_design or {}).get(release, "") if release != target else ""
+                matrix.cells.append(Cell(target, wheel, tuple(patches), why))
     return matrix
 
 

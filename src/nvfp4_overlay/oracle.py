@@ -34,6 +34,13 @@ from .probe_runner import run_probe
 PACKAGE = Path(__file__).resolve().parent
 PROBES = PACKAGE / "probes"  # whose source is part of every key
 TRACE_GPUS = ((12, 0), (10, 0))
+# SM121 (GB10, DGX Spark) takes FlashInfer's SM12x paths, and FlashInfer asks CUDA 12.9 or later of it
+# (utils.is_sm121a_supported, is_sm12x_supported, compilation_context: "SM 12.1+ requires CUDA >= 12.9"):
+# its rung runs with torch's CUDA at 13.0, as its aarch64 builds ship. A plan of its own, on some releases
+# (docs/proof.md says which): the default plan, and so every key of tests/oracle/, stays as it is.
+SM121_GPUS = ((12, 1),)
+SM121_TORCH_CUDA = "13.0"
+Gpus = Sequence[tuple[int, int]]
 
 
 # --- digests of what makes a result ------------------------------------------------------------------
@@ -183,10 +190,11 @@ def key_of(probe: str, side: Side, plan: Mapping[str, Any], variant: str = "") -
 # --- the trace ladder ----------------------------------------------------------------------------------
 
 
-def ladder_for(side: Side, entries: Sequence[str], *, quick: bool, results: Results) -> dict[str, Any]:
+def ladder_for(side: Side, entries: Sequence[str], *, quick: bool, results: Results, gpus: Gpus = TRACE_GPUS,
+               torch_cuda: str | None = None) -> dict[str, Any]:
     """The trace ladder of one tree: compact for an upstream tree (always every case), full for a patched one."""
     upstream = side.kind == "upstream"
-    plan = ladder_plan(entries, quick=quick and not upstream)
+    plan = ladder_plan(entries, quick=quick and not upstream, gpus=gpus, torch_cuda=torch_cuda)
 
     def compute() -> dict[str, Any]:
         found = run_probe("flashinfer_trace", {**plan, "trees": [{"key": "tree", "path": str(side.tree())}]})["tree"]
@@ -196,8 +204,11 @@ def ladder_for(side: Side, entries: Sequence[str], *, quick: bool, results: Resu
     return result
 
 
-def ladder_plan(entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
-    return {"entries": list(entries), "gpus": [list(g) for g in TRACE_GPUS], "quick": quick}
+def ladder_plan(entries: Sequence[str], *, quick: bool, gpus: Gpus = TRACE_GPUS,
+                torch_cuda: str | None = None) -> dict[str, Any]:
+    """What the probe runs; torch's CUDA release is named only where it is not the probe's 12.8."""
+    plan: dict[str, Any] = {"entries": list(entries), "gpus": [list(g) for g in gpus], "quick": quick}
+    return {**plan, "torch_cuda": torch_cuda} if torch_cuda else plan
 
 
 def compact_ladder(result: dict[str, Any]) -> dict[str, Any]:
@@ -205,15 +216,18 @@ def compact_ladder(result: dict[str, Any]) -> dict[str, Any]:
     compile errors (kind, reason, the builtin, dynamo's user stack), the opt-in op's launches."""
     out = {k: result[k] for k in ("version", "routed", "probed", "lookups")}
     out["entries"] = {name: {"signature": info["signature"]} for name, info in result["entries"].items()}
-    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
-        if gpu not in result:
-            continue
+    for gpu in gpu_keys(result):
         out[gpu] = {"opt_in_fp4_op": result[gpu]["opt_in_fp4_op"]}
         for name in result["entries"]:
             out[gpu][name] = {case: _compact_run(run) for case, run in result[gpu][name].items()}
     if "error" in out["lookups"]:
         out["lookups"] = {"error": _compact_error(out["lookups"]["error"])}
     return out
+
+
+def gpu_keys(result: Mapping[str, Any]) -> list[str]:
+    """The GPUs a ladder ran on, as its keys ("12.0"), in the plan's order."""
+    return [key for key in result if key.replace(".", "", 1).isdigit() and "." in key]
 
 
 def _compact_run(run: dict[str, Any]) -> dict[str, Any]:
@@ -286,13 +300,18 @@ class Oracle:
     committed: Path | None = None
     fresh: Collection[str] = ()
 
-    def ladder(self, upstream: Side, patched: Side, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
-        return {"upstream": self.upstream_ladder(upstream, entries),
-                "patched": ladder_for(patched, entries, quick=quick, results=self.results)}
+    def ladder(self, upstream: Side, patched: Side, entries: Sequence[str], *, quick: bool, gpus: Gpus = TRACE_GPUS,
+               torch_cuda: str | None = None) -> dict[str, Any]:
+        return {"upstream": self.upstream_ladder(upstream, entries, gpus, torch_cuda),
+                "patched": ladder_for(patched, entries, quick=quick, results=self.results, gpus=gpus,
+                                      torch_cuda=torch_cuda)}
 
-    def upstream_ladder(self, upstream: Side, entries: Sequence[str]) -> dict[str, Any]:
-        kept = self._committed(upstream, "ladder", key_of("flashinfer_trace", upstream, ladder_plan(entries, quick=False)))
-        return kept if kept is not None else ladder_for(upstream, entries, quick=False, results=self.results)
+    def upstream_ladder(self, upstream: Side, entries: Sequence[str], gpus: Gpus = TRACE_GPUS,
+                        torch_cuda: str | None = None) -> dict[str, Any]:
+        plan = ladder_plan(entries, quick=False, gpus=gpus, torch_cuda=torch_cuda)
+        kept = self._committed(upstream, "ladder", key_of("flashinfer_trace", upstream, plan))
+        return kept if kept is not None else ladder_for(upstream, entries, quick=False, results=self.results, gpus=gpus,
+                                                        torch_cuda=torch_cuda)
 
     def grid(self, upstream: Side, patched: Side, *, control: bool = False) -> dict[str, Any]:
         cells, variants = grid_cells()

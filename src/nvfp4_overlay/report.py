@@ -8,10 +8,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from .api_audit import PublicFunction
-from .drift import BROKEN, HunkDrift, PatchDrift, State
+from . import drift_json
+from .drift import BROKEN, PatchDrift, State
 from .manifest import Target
-from .matrix import Cell, Matrix
+from .matrix import Cell, Matrix, Verdict
 
 LEGEND = (
     "exact: applies at its line; offset: exact context, moved; upstream: already in the release; "
@@ -22,6 +22,11 @@ LEGEND = (
 )
 
 Row = tuple[Target, str]  # (the series, a patch name)
+Verdicts = dict[tuple[Target, str], Cell]  # (the series, a release) -> its cell
+
+
+def _verdicts(matrix: Matrix) -> Verdicts:
+    return {(c.series, c.release.target.version): c for c in matrix.cells}
 
 
 def _layout(matrix: Matrix) -> dict[str, tuple[list[str], list[Row], dict[tuple[Row, str], PatchDrift]]]:
@@ -61,14 +66,36 @@ def _spans(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchD
         yield run
 
 
-def _first_trouble(
-    row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]
-) -> tuple[str, PatchDrift] | None:
+def _troubles(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift], verdicts: Verdicts,
+              verdict: Verdict) -> list[tuple[str, PatchDrift]]:
+    """The releases where the row's patch does not carry over and its cell has this verdict."""
+    out = []
     for version in columns:
-        patch = cells.get((row, version))
-        if patch is not None and patch.state.needs_person:
-            return version, patch
-    return None
+        patch, cell = cells.get((row, version)), verdicts.get((row[0], version))
+        if patch is not None and patch.state.needs_person and cell is not None and cell.verdict is verdict:
+            out.append((version, patch))
+    return out
+
+
+def _trouble_lines(row: Row, columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift],
+                   verdicts: Verdicts, bold: str = "") -> list[str]:
+    """What the row asks: the first release it needs a person at; the releases it is not needed at
+    (shipped unpatched by design) and those that carry their own series (news), each said as such."""
+    lines = []
+    failing = _troubles(row, columns, cells, verdicts, Verdict.NEEDS_PERSON)
+    if failing:
+        version, patch = failing[0]
+        lines.append(f"first needs a person at {bold}{version}{bold} ({patch.state.value}): {patch.reason()}")
+    unneeded = _troubles(row, columns, cells, verdicts, Verdict.NOT_NEEDED)
+    if unneeded:
+        lines.append(f"not needed at {', '.join(v for v, _ in unneeded)}, not a failure ({unneeded[0][1].state.value} "
+                     f"there): shipped unpatched by design (below)")
+    news = _troubles(row, columns, cells, verdicts, Verdict.NEWS)
+    if news:
+        version, patch = news[0]
+        lines.append(f"news at {', '.join(v for v, _ in news)}, not a failure ({patch.state.value} there): those "
+                     f"releases carry their own series, which is what ships there")
+    return lines
 
 
 def _span_text(spans: Sequence[tuple[State, str, str]]) -> str:
@@ -82,6 +109,7 @@ def table(matrix: Matrix, width: int | None = None) -> str:
     """Release across, patch down, the patch's state (its worst hunk) in the cell; then what to do."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     lines: list[str] = []
+    verdicts = _verdicts(matrix)
     for dist, (columns, rows, cells) in _layout(matrix).items():
         label = max([len(dist)] + [len(f"{t.version}  {name}") for t, name in rows])
         cell_width = max([len(c) for c in columns] + [len("partly-upstream")]) + 2
@@ -92,18 +120,29 @@ def table(matrix: Matrix, width: int | None = None) -> str:
             for row in rows:
                 if not any((row, c) in cells for c in block):
                     continue  # a series with nothing to show in these releases
-                texts = [_cell_text(cells.get((row, c))) for c in block]
+                texts = [_cell_text(cells.get((row, c)), verdicts.get((row[0], c))) for c in block]
                 lines.append(
                     f"{row[0].version + '  ' + row[1]:<{label}}  "
                     + "".join(f"{t:<{cell_width}}" for t in texts).rstrip()
                 )
             lines.append("")
-        lines += _attention(rows, columns, cells)
+        lines += _attention(rows, columns, cells, verdicts)
     lines += placement_lines(matrix)
+    lines += by_design_lines(matrix)
     lines += new_api_lines(matrix)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
     return "\n".join(lines).rstrip()
+
+
+def by_design_lines(matrix: Matrix) -> list[str]:
+    """The releases shipped unpatched by design where some series does not carry, and the data that says so."""
+    found = {c.release.target: c.by_design for c in matrix.cells if c.verdict is Verdict.NOT_NEEDED}
+    if not found:
+        return []
+    lines = ["shipped unpatched by design, a series is not needed there:"]
+    lines += [f"  {t}: {why}" for t, why in sorted(found.items(), key=lambda kv: _key(str(kv[0])))]
+    return [*lines, ""]
 
 
 NEW_API = ("new API: public FlashInfer functions that reach a kernel loader and that the serving-API audit "
@@ -123,23 +162,23 @@ def new_api_lines(matrix: Matrix) -> list[str]:
     return [*lines, ""]
 
 
-def _cell_text(patch: PatchDrift | None) -> str:
+def _cell_text(patch: PatchDrift | None, cell: Cell | None) -> str:
     if patch is None:
         return "."
+    if cell is not None and cell.verdict is Verdict.NOT_NEEDED and patch.state.needs_person:
+        return "not-needed"
     return patch.state.value.upper() if patch.state in BROKEN else patch.state.value
 
 
 def _attention(
-    rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift]
+    rows: Sequence[Row], columns: Sequence[str], cells: dict[tuple[Row, str], PatchDrift], verdicts: Verdicts
 ) -> list[str]:
     lines = []
     for row in rows:
-        trouble = _first_trouble(row, columns, cells)
-        if trouble is None:
-            continue
-        version, patch = trouble
-        lines.append(f"{row[0].version}  {row[1]}: {_span_text(list(_spans(row, columns, cells)))}")
-        lines.append(f"  first needs a person at {version} ({patch.state.value}): {patch.reason()}")
+        said = _trouble_lines(row, columns, cells, verdicts)
+        if said:
+            lines.append(f"{row[0].version}  {row[1]}: {_span_text(list(_spans(row, columns, cells)))}")
+            lines += [f"  {line}" for line in said]
     return lines + ([""] if lines else [])
 
 
@@ -205,24 +244,33 @@ def _verdict(matrix: Matrix) -> str:
 
 
 def _patch_verdict(matrix: Matrix) -> str:
+    """The summary line: failures (need a person) said apart from what is not a failure, in other words."""
     pairs = [p for c in matrix.cells for p in c.patches]
-    bad = sum(1 for c in matrix.cells if not c.news for p in c.patches if p.state.needs_person)
+    by = {v: [c for c in matrix.cells if c.verdict is v] for v in Verdict}
+    bad = sum(1 for c in by[Verdict.NEEDS_PERSON] for p in c.patches if p.state.needs_person)
     merges = sum(1 for p in pairs if p.state is State.MERGES)
-    releases = len({c.release.target for c in matrix.cells})
-    checked = f"{len(matrix.series)} series on {releases} releases"
-    failing = sum(c.needs_person and not c.news for c in matrix.cells)
-    cells = f"; cells: {failing} of {len(matrix.cells)} (series, release) need a person"
+    checked = f"{len(matrix.series)} series on {len({c.release.target for c in matrix.cells})} releases"
     merged = f", {merges} port by three-way merge" if merges else ""
-    news = sum(c.news for c in matrix.cells)
-    told = (f"; news, not a failure: {news} of {len(matrix.cells)} (series, release) cells need a person on "
-            f"releases that carry their own series") if news else ""
-    if matrix.exit_code == 0 and not news:
+    of = f"{{}} of {len(matrix.cells)} (series, release) cells"
+    unneeded = by[Verdict.NOT_NEEDED]
+    besides = (f"; not needed there, not a failure: {of.format(len(unneeded))} do not carry to a release shipped "
+               f"unpatched by design ({', '.join(sorted({str(c.release.target) for c in unneeded}, key=_key))})"
+               if unneeded else "")
+    besides += (f"; news, not a failure: {of.format(len(by[Verdict.NEWS]))} do not carry to a release that carries "
+                f"its own series" if by[Verdict.NEWS] else "")
+    if matrix.exit_code == 0 and not besides:
         return f"no patch needs a person ({len(pairs)} (patch, release) pairs{merged}, {checked})"
     if matrix.exit_code == 0:
-        return (f"no failure: every series applies to its own release and to every release without a series "
-                f"of its own ({checked}{merged}){told}")
+        return (f"no failure: every series applies to its own release and to every release it is needed on "
+                f"({checked}{merged}){besides}")
     skipped = f"; {len(matrix.skipped)} releases skipped" if matrix.skipped else ""
-    return f"{bad} of {len(pairs)} (patch, release) pairs need a person{merged} ({checked}){cells}{told}{skipped}"
+    return (f"needs a person: {of.format(len(by[Verdict.NEEDS_PERSON]))} ({bad} of {len(pairs)} (patch, release) "
+            f"pairs{merged}; {checked}){besides}{skipped}")
+
+
+def _key(target: str) -> tuple[str, Version]:
+    dist, _, version = target.partition("==")
+    return dist, Version(version)
 
 
 # --- Markdown --------------------------------------------------------------------------------------
@@ -230,6 +278,7 @@ def _patch_verdict(matrix: Matrix) -> str:
 
 def markdown(matrix: Matrix) -> str:
     lines = ["## Drift of the patch series against upstream releases", "", f"_{LEGEND}._", ""]
+    verdicts = _verdicts(matrix)
     for dist, (columns, rows, cells) in _layout(matrix).items():
         lines += [
             f"### {dist}",
@@ -238,27 +287,27 @@ def markdown(matrix: Matrix) -> str:
             "| --- | --- |" + " --- |" * len(columns),
         ]
         for row in rows:
-            texts = [_md_cell(cells.get((row, c))) for c in columns]
+            texts = [_md_cell(cells.get((row, c)), verdicts.get((row[0], c))) for c in columns]
             lines.append(f"| {row[0].version} | `{row[1]}` | " + " | ".join(texts) + " |")
         lines.append("")
         for row in rows:
-            trouble = _first_trouble(row, columns, cells)
-            if trouble:
-                version, patch = trouble
-                lines.append(
-                    f"- {row[0].version} `{row[1]}`: {_span_text(list(_spans(row, columns, cells)))}. "
-                    f"First needs a person at **{version}** ({patch.state.value}): "
-                    f"{_md_escape(patch.reason())}"
-                )
+            said = _trouble_lines(row, columns, cells, verdicts, bold="**")
+            if said:
+                lines.append(f"- {row[0].version} `{row[1]}`: {_span_text(list(_spans(row, columns, cells)))}. "
+                             + " ".join(_md_escape(line[0].upper() + line[1:]) + "." for line in said))
         lines.append("")
     lines += _placement_markdown(matrix)
+    unneeded = by_design_lines(matrix)
+    if unneeded:
+        lines += [f"### {unneeded[0].rstrip(':').capitalize()}", ""]
+        lines += [f"- {_md_escape(line.strip())}" for line in unneeded[1:-1]] + [""]
     new = new_api_lines(matrix)
     if new:
         lines += ["### New API", "", f"_{_md_escape(NEW_API)}._", ""]
         lines += [f"- `{line.strip().split(':', 1)[0]}`:{_md_escape(line.strip().split(':', 1)[1])}" if line.startswith("  ")
                   else f"**{_md_escape(line)}**" for line in new[1:-1]]
         lines.append("")
-    wheels = _wheels(matrix)
+    wheels = drift_json.wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",
         "",
@@ -285,90 +334,16 @@ def _placement_markdown(matrix: Matrix) -> list[str]:
     return [*lines, "", "</details>", ""]
 
 
-def _md_cell(patch: PatchDrift | None) -> str:
+def _md_cell(patch: PatchDrift | None, cell: Cell | None) -> str:
     if patch is None:
         return ""
+    if cell is not None and cell.verdict is Verdict.NOT_NEEDED and patch.state.needs_person:
+        return f"not needed ({patch.state.value})"
     return f"**{patch.state.value}**" if patch.state.needs_person else patch.state.value
 
 
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-# --- JSON ------------------------------------------------------------------------------------------
-
-
-def document(matrix: Matrix) -> dict[str, Any]:
-    return {
-        "exit_code": matrix.exit_code,
-        "needs_person": sum(1 for c in matrix.cells for p in c.patches if p.state.needs_person),
-        "cells_needing_a_person": sum(1 for c in matrix.cells if c.needs_person),
-        "news": sum(1 for c in matrix.cells if c.news),
-        "merges": sum(1 for c in matrix.cells for p in c.patches if p.state is State.MERGES),
-        "wheels": _wheels(matrix),
-        "skipped": {str(t): why for t, why in matrix.skipped.items()},
-        "new_apis": {str(t): [new_api_json(f) for f in fns] for t, fns in matrix.new_apis.items()},
-        "cells": [{**_cell_json(c), "new_apis": [f.key for f in matrix.new_apis.get(c.release.target, ())]}
-                  for c in matrix.cells],
-    }
-
-
-def new_api_json(fn: PublicFunction) -> dict[str, Any]:
-    return {"function": fn.key, "loaders": list(fn.loaders), "via": list(fn.via)}
-
-
-def _wheels(matrix: Matrix) -> list[dict[str, Any]]:
-    seen = {c.release.filename: c.release for c in matrix.cells}
-    return [
-        {
-            "dist": w.target.dist,
-            "version": w.target.version,
-            "filename": w.filename,
-            "sha256": w.sha256,
-            "pinned": w.pinned,
-        }
-        for w in sorted(seen.values(), key=lambda w: (w.target.dist, Version(w.target.version), w.filename))
-    ]
-
-
-def _cell_json(cell: Cell) -> dict[str, Any]:
-    return {
-        "news": cell.news,
-        "dist": cell.series.dist,
-        "series": cell.series.version,
-        "release": cell.release.target.version,
-        "wheel": cell.release.filename,
-        "state": max((p.state for p in cell.patches), key=lambda s: s.rank, default=State.EXACT).value,
-        "patches": [
-            {
-                "patch": p.name,
-                "state": p.state.value,
-                "applied_upstream": p.applied_upstream,
-                "reason": p.reason(),
-                "hunks": [hunk_json(h) for h in p.hunks],
-            }
-            for p in cell.patches
-        ],
-    }
-
-
-def hunk_json(h: HunkDrift) -> dict[str, Any]:
-    m = h.mismatch
-    return {
-        "file": h.path,
-        "hunk": h.number,
-        "header": h.header,
-        "state": h.state.value,
-        "placed": h.placed,
-        "moved_from": h.moved_from,
-        "offset": h.offset,
-        "fuzz": h.fuzz,
-        "line": h.line,
-        "first_difference": None if m is None else {"line": m.line, "expected": m.expected, "found": m.found},
-        "moved_to": h.moved_to,
-        "occurrences": h.occurrences,
-        "note": h.note,
-    }
 
 
 # --- drift --check: do the ports to new releases work? ---------------------------------------------

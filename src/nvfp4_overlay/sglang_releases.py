@@ -127,17 +127,21 @@ def flashinfer_pin(wheel: Path) -> str:
 # --- running the region probe over a release's trees -------------------------------------------------
 
 TREE_GPUS = {"sm120": (12, 0), "sm100": (10, 0)}
+# SM121 (GB10, DGX Spark): SGLang's is_sm120_supported asks major 12 alone (and CUDA 12.8), so every
+# SM120 branch is taken there; probed apart, on some releases (docs/proof.md), and held to the sm120 rows.
+SM121_GPUS = {"sm121": (12, 1)}
 
 
 def probe_release(sglang_trees: dict[str, Path], flashinfer_trees: dict[str, Path], scratch: Path,
-                  jobs: int = 2) -> dict[str, Any]:
-    """{sglang tree: {flashinfer tree: {gpu: the probe's report}}}: one interpreter, a child per cell."""
+                  jobs: int = 2, gpus: dict[str, tuple[int, int]] | None = None) -> dict[str, Any]:
+    """{sglang tree: {flashinfer tree: {gpu: the probe's report}}}: one interpreter, a child per cell
+    (gpus: TREE_GPUS unless named)."""
     from .probe_runner import run_probe
 
     trees = [{"key": f"{s}/{f}/{gpu}", "sglang": str(st), "flashinfer": str(ft), "gpu": list(cc),
               "scratch": str(scratch)}
              for s, st in sglang_trees.items() for f, ft in flashinfer_trees.items()
-             for gpu, cc in TREE_GPUS.items()]
+             for gpu, cc in (gpus or TREE_GPUS).items()]
     scratch.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}
     for key, report in run_probe("sglang_regions", {"trees": trees, "jobs": jobs}, timeout=1800).items():

@@ -8,7 +8,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import matrix, releases, report
+from .. import by_design, drift_json, matrix, releases, report
 from ..errors import ConfigError, Exit, Refused
 from ..manifest import Target, all_targets
 from ..refresh import refresh
@@ -40,22 +40,25 @@ def cmd_drift(ctx: Context) -> int:
         return known[dist]
 
     plan = matrix.plan_releases(ctx.args.against, targets, versions)
-    found = matrix.run_drift(plan, ctx.patches_dir, ctx.source, ctx.log)
-    works = _check_new_releases(ctx, targets, plan) if ctx.args.check else {}
+    unpatched = by_design.shipped_unpatched(ctx.patches_dir, ctx.overlay_dir, ctx.log)
+    found = matrix.run_drift(plan, ctx.patches_dir, ctx.source, ctx.log, unpatched)
+    works = _check_new_releases(ctx, targets, plan, unpatched) if ctx.args.check else {}
     text = report.markdown(found) + report.works_markdown(works)
     if markdown is not None:
         markdown.write_text(text)
-    ctx.emit({**report.document(found), "works": works}, report.table(found) + report.works_table(works))
+    ctx.emit({**drift_json.document(found), "works": works}, report.table(found) + report.works_table(works))
     return max(found.exit_code, Exit.NEEDS_PERSON if any(not w["works"] for w in works.values()) else Exit.OK)
 
 
-def _check_new_releases(ctx: Context, targets: list[Target], plan: dict[Target, list[str]]) -> dict[str, Any]:
-    """A dry-run refresh from each distribution's newest series to each release after it."""
+def _check_new_releases(ctx: Context, targets: list[Target], plan: dict[Target, list[str]],
+                        unpatched: dict[Target, str]) -> dict[str, Any]:
+    """A dry-run refresh from each distribution's newest series to each release after it, but those a
+    stack ships unpatched by design (nothing to port there)."""
     out: dict[str, Any] = {}
     for dist in sorted({t.dist for t in targets}):
         newest = max((t for t in targets if t.dist == dist), key=lambda t: Version(t.version))
         for version in plan.get(newest, []):
-            if Version(version) <= Version(newest.version):
+            if Version(version) <= Version(newest.version) or Target(dist, version) in unpatched:
                 continue
             key = f"{dist}=={version}"
             ctx.log(f"{key}: porting {newest} there and checking it by behaviour (a dry run)")
@@ -76,7 +79,7 @@ def cmd_refresh(ctx: Context) -> int:
                        dry_run=ctx.args.dry_run, quick=ctx.args.quick)
     except Refused as exc:
         if exc.report is not None:
-            ctx.emit({**report.document(exc.report), "error": exc.data()}, report.table(exc.report))
+            ctx.emit({**drift_json.document(exc.report), "error": exc.data()}, report.table(exc.report))
         else:
             ctx.emit({"error": exc.data()}, "\n".join(exc.problems))
         ctx.log(f"error: {exc}")

@@ -93,8 +93,8 @@ def _render_gpu(gpu: dict[str, Any] | None) -> list[str]:
     head = f"torch {gpu['torch']}, CUDA {gpu['cuda'] or 'none'}"
     if not gpu["devices"]:
         return [f"{'gpu':<18}none ({head}); the trace check fakes compute capability 12.0"]
-    return [f"{'gpu':<18}{d['index']}: {d['name']}, compute capability {d['capability'][0]}.{d['capability'][1]} ({head})"
-            for d in gpu["devices"]]
+    return [f"{'gpu':<18}{d['index']}: {d['name']}, compute capability {d['capability'][0]}.{d['capability'][1]} "
+            f"({doctor.gpu_family(d['capability'])}; {head})" for d in gpu["devices"]]
 
 
 def _render_trace(trace: dict[str, Any]) -> str:
