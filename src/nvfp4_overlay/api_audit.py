@@ -170,7 +170,7 @@ def problem(release: str, fn: PublicFunction, patches_dir: Path) -> str:
     through = " > ".join(v.rsplit(".", 1)[-1] for v in fn.via[1:-1]) or "itself"
     return (f"flashinfer-python {release}: {fn.key} is a public function that reaches {loaders} (through "
             f"{through}), and {patches_dir / 'flashinfer-python' / AUDIT} does not classify it: unrouted, it breaks "
-            f"torch.compile(fullgraph=True); route it (_nvfp4_overlay/entries.py, then bench/route_patches.py) "
+            f"torch.compile(fullgraph=True); route it (_nvfp4_overlay/entries.py, then 'nvfp4-overlay routes' and 'nvfp4-overlay audit-api') "
             f"or declare it out of scope in the audit, saying why")
 
 
