@@ -183,7 +183,7 @@ def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
         "# The upstream wheels this series applies to; every file is checked against its sha256.\n"
         f"# Written by '{command}'.\n"
         "# The sha256 are those the index served (pip checked them): check them before you trust them.\n"
-        "revision = 1  # the local version becomes +nvfp4.<revision>; bump it whenever the series changes\n"
+        "revision = 1  # this series' revision, the label's second number (+nvfp4.<overlay>.<revision>, the overlay's in ../overlay.toml); bump it whenever this series changes\n"
         + "".join(rows)
     )
 
