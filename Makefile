@@ -34,7 +34,7 @@ test-fast: $(VENV)/.test-ready
 
 # ruff and mypy --strict, pinned in pyproject.toml's lint extra.
 lint: $(VENV)/.lint-ready
-	$(PY) -m ruff check src tests bench build_wheels.py
+	$(PY) -m ruff check src tests bench proofs build_wheels.py
 	$(PY) -m mypy
 
 # Every carried release on every case, upstream probed afresh too (tests/oracle/ not taken): the weekly proof.
