@@ -71,13 +71,13 @@ def read_routes(tree: Path) -> dict[str, dict[str, list[Any]]] | None:
     """ENTRIES of the patched FlashInfer unpacked at tree (None: no overlay there, an upstream tree).
 
     entries.py is run as it is, with a stand-in for the fakes module it imports (its functions are
-    only referenced there), so no torch is needed: entry point -> parameter -> the routed values.
+    only referenced there) and its codecs.py and results.py beside it, so no torch is needed: entry point -> parameter -> the routed values.
     """
     path = tree / ENTRIES_PY
     if not path.is_file():
         return None
     package = types.ModuleType("_nvfp4_overlay_entries")
-    package.__path__ = []
+    package.__path__ = [str(path.parent)]  # its own codecs.py and results.py (standard library only) import
     package.fakes = _Anything()  # type: ignore[attr-defined]
     module = types.ModuleType(f"{package.__name__}.entries")
     module.__package__ = package.__name__
@@ -85,7 +85,8 @@ def read_routes(tree: Path) -> dict[str, dict[str, list[Any]]] | None:
     try:  # dont_inherit: this module's `from __future__ import annotations` is not entries.py's
         exec(compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True), vars(module))
     finally:
-        del sys.modules[package.__name__], sys.modules[module.__name__]
+        for name in [n for n in sys.modules if n == package.__name__ or n.startswith(f"{package.__name__}.")]:
+            del sys.modules[name]
     entries = vars(module)["ENTRIES"]
     return {name: {param: sorted(values, key=repr) for param, values in entry.routes.items()}
             for name, entry in sorted(entries.items())}
