@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +14,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .formats import read_toml
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -132,15 +127,8 @@ def stack_order(stack: Stack) -> tuple[str, Version]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError as exc:
-        msg = f"{path}: not found; is --patches-dir pointing at the project's patches/ folder?"
-        raise ConfigError(msg, path=path, found="missing", fix="pass --patches-dir naming the patches/ folder") from exc
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path, expected="TOML", found=str(exc), fix="fix the syntax") from exc
+    return read_toml(path, missing="is --patches-dir pointing at the project's patches/ folder? pass --patches-dir "
+                                   "naming the patches/ folder")
 
 
 def _raise_all(path: Path, problems: list[str]) -> None:
@@ -335,11 +323,7 @@ def _overlay_rules(root: Path, present: set[str]) -> dict[str, SpecifierSet]:
     path = root / OVERLAY_RELEASES
     if not path.is_file():
         return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path) from exc
+    data = read_toml(path)
     rules: dict[str, SpecifierSet] = {}
     problems = [f"[{key}]: unknown table; each rule is a [files.\"<path under {root.name}/>\"] table"
                 for key, value in data.items() if key != "files" or not isinstance(value, dict)]
