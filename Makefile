@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs sglang-regions-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated sglang-regions-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ test-fast: $(VENV)/.test-ready
 
 # ruff and mypy --strict, pinned in pyproject.toml's lint extra.
 lint: $(VENV)/.lint-ready
-	$(PY) -m ruff check src tests bench build_wheels.py
+	$(PY) -m ruff check src tests bench proofs build_wheels.py
 	$(PY) -m mypy
 
 # Every carried release on every case, upstream probed afresh too (tests/oracle/ not taken): the weekly proof.
@@ -81,6 +81,23 @@ docs: $(VENV)/.ready
 	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
 	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
 	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
+
+# Patch 0002 of every flashinfer-python release (or RELEASES="0.7.4 0.7.2"), written from the releases' own
+# text by the tool (`nvfp4-overlay routes`): run it after a change to the overlay's entries.py.
+routes: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.cli routes $(RELEASES) $(ARGS)
+
+# patches/flashinfer-python/audit-serving-api.json from scans of every carried release, and
+# docs/serving-api.md's table from it.
+audit-api: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.cli audit-api $(ARGS)
+	$(PY) -c "from pathlib import Path; from nvfp4_overlay import api_audit as a; p = Path('docs/serving-api.md'); \
+	p.write_text(a.render_into(p.read_text(), a.load_audit(Path('patches'))))"
+
+# The generated committed files are what the generators write (CI; tests/test_routes.py too).
+check-generated: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
+	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
 
 # patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +283,27 @@ def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) ->
         with (dest / "SHA256SUMS").open("a") as f:
             f.write(f"{hashlib.sha256(out.read_bytes()).hexdigest()}  {out.name}\n")
     return out
+
+
+# --- the overlay's results, put back together (the reference of opaque._traced_path's written code) --
+
+
+def assemble(result: Any, values: Mapping[str, Any], fresh: list[Any]) -> Any:
+    """Upstream's result rebuilt around an op's fresh tensors from the overlay's Result (its tree): what
+    opaque._traced_path writes out as code for dynamo, kept here as the reference the tests hold it to
+    (the overlay ships only the written code)."""
+    tree = result.tree
+    if tree == ("tuple", ()):
+        return None
+    return _assemble(tree, values, iter(fresh))
+
+
+def _assemble(node: Any, values: Mapping[str, Any], tensors: Iterator[Any]) -> Any:
+    if isinstance(node, tuple):
+        items = [_assemble(child, values, tensors) for child in node[1]]
+        return tuple(items) if node[0] == "tuple" else items
+    if node == "float":
+        return next(tensors).item()  # upstream's own host read, made after the op
+    if node != "Tensor" and values.get(node) is not None:
+        return values[node]
+    return next(tensors)

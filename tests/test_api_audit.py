@@ -9,7 +9,6 @@ one fails here, and api_audit.unclassified names it for refresh, drift and docto
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -107,10 +106,9 @@ def test_a_glob_never_classifies_an_fp4_name() -> None:
 
 
 def test_the_routed_rules_are_the_overlays_entry_points() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from route_patches import routed_names
+    from nvfp4_overlay.routes import routed_names
 
-    assert AUDIT.routed() == frozenset(routed_names())
+    assert AUDIT.routed() == frozenset(routed_names(ROOT / "overlay"))
 
 
 @pytest.fixture(scope="module")

@@ -135,6 +135,8 @@ MISSING_PATH = {
     "drift": ["drift", "--patches-dir", "/no/such/patches", "--offline"],
     "refresh": ["refresh", "flashinfer-python", "0.7.4", "0.7.5", "--patches-dir", "/no/such/patches", "--offline"],
     "propose": ["propose", "--dry-run", "--patches-dir", "/no/such/patches", "--offline"],
+    "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 

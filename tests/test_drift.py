@@ -833,7 +833,7 @@ def test_real_merges_give_the_committed_series_patched_files(old: str, new: str,
     ported = {image.patch.path: "".join(image.after or ()) for d in drifts for image in d.images}
     assert sorted(ported) == sorted(expected)
     # An entry point the old release does not define has no route in the old series: its port cannot
-    # have one (the behaviour checks refuse such a port; bench/route_patches.py writes the route).
+    # have one (refresh writes the route patch anew: tests/test_routes.py).
     missing = _routed_names(PATCHES / dist / new) - _routed_names(PATCHES / dist / old)
     for path, text in ported.items():
         assert text.encode("utf-8", "surrogateescape") == _without_routes(expected[path], missing), path

@@ -10,13 +10,14 @@ signature, and each entry point keeps its minimum of cases. The signatures are r
 from __future__ import annotations
 
 import ast
+import re
 import sys
 import types
 import zipfile
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cache_dir, fetch_upstream, overlay_package
+from helpers import OVERLAY, PATCHES, ROOT, assemble, cache_dir, fetch_upstream, overlay_package
 from packaging.version import Version
 
 from nvfp4_overlay import api_audit, api_scan
@@ -119,11 +120,17 @@ def test_a_host_float_scale_travels_as_a_tensor_and_comes_back_a_float(overlay: 
     assert not codec.accepts({}, 2)  # an int takes upstream's path
 
 
+def _slots(result: Any) -> tuple[Any, ...]:
+    """The top level of what upstream returns (a Result's tree)."""
+    tree = result.tree
+    return tree[1] if isinstance(tree, tuple) else (tree,)
+
+
 def test_per_token_returns_three_tensors(overlay: Any) -> None:
     entry = overlay.ENTRIES["nvfp4_quantize"]
-    assert entry.result_for({"per_token_activation": True}).slots == ("Tensor", "Tensor", "Tensor")
-    assert entry.result_for({"per_token_activation": False}).slots == ("Tensor", "Tensor")
-    assert entry.result_for({}).slots == ("Tensor", "Tensor")  # before 0.6.11: no such parameter
+    assert _slots(entry.result_for({"per_token_activation": True})) == ("Tensor", "Tensor", "Tensor")
+    assert _slots(entry.result_for({"per_token_activation": False})) == ("Tensor", "Tensor")
+    assert _slots(entry.result_for({})) == ("Tensor", "Tensor")  # before 0.6.11: no such parameter
 
 
 def test_a_nested_result_with_host_floats_round_trips(overlay: Any) -> None:
@@ -137,16 +144,16 @@ def test_a_nested_result_with_host_floats_round_trips(overlay: Any) -> None:
     fresh = result.fresh({}, ((k, v), (k_sf, v_sf), 0.125, 1.0 / 3.0))
     assert [t for t in fresh[:4]] == [k, v, k_sf, v_sf] and all(a is b for a, b in zip(fresh, (k, v, k_sf, v_sf)))
     assert [(t.shape, t.dtype, t.device.type) for t in fresh[4:]] == [((), torch.float64, "cpu")] * 2
-    back = result.assemble({}, fresh)
+    back = assemble(result, {}, fresh)
     assert back[0][0] is k and back[0][1] is v and back[1][0] is k_sf and back[1][1] is v_sf
     assert back[2:] == (0.125, 1.0 / 3.0) and all(type(x) is float for x in back[2:])
     with pytest.raises(RuntimeError, match="returned 3 values"):
         result.fresh({}, ((k, v), (k_sf, v_sf), 0.5))
     # the forms the other entry points use are unchanged
-    assert overlay.ENTRIES["rmsnorm_quant"].result.assemble({}, []) is None
+    assert assemble(overlay.ENTRIES["rmsnorm_quant"].result, {}, []) is None
     out = torch.zeros(2)
     mm = overlay.ENTRIES["mm_fp4"].result
-    assert mm.fresh({"out": out}, out) == [] and mm.assemble({"out": out}, []) is out
+    assert mm.fresh({"out": out}, out) == [] and assemble(mm, {"out": out}, []) is out
 
 
 def test_a_custom_ops_float_output_is_the_fakes_constant_to_dynamo() -> None:
@@ -169,3 +176,18 @@ def test_a_custom_ops_float_output_is_the_fakes_constant_to_dynamo() -> None:
     torch._dynamo.reset()
     assert call(torch.full((3,), 5.0)) == 5.0  # eager: the data's
     assert torch.compile(call, fullgraph=True, backend="eager")(torch.full((3,), 5.0)) == 1.0  # the fake's
+
+
+def test_the_overlay_ships_only_what_runs() -> None:
+    """Every function the overlay defines is called by the overlay or by a patch (op_of: its public
+    look-up of a routed entry point's op, for callers); what only a test calls lives in tests/."""
+    texts = {p: p.read_text() for p in (OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay").glob("*.py")}
+    patches = "".join(p.read_text(errors="replace") for p in (PATCHES / "flashinfer-python").glob("*/*.patch"))
+    unused = []
+    for path, text in sorted(texts.items()):
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("__") and node.name != "op_of":
+                uses = sum(len(re.findall(rf"\b{node.name}\b", t)) for t in texts.values())
+                if uses <= 1 and node.name not in patches:
+                    unused.append(f"{path.name}: {node.name}")
+    assert unused == []

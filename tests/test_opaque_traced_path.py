@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Union
 
 import pytest
 import torch
-from helpers import overlay_package
+from helpers import assemble, overlay_package
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -140,7 +140,7 @@ def reference(plan: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: 
                 and all(ok(values[n]) for n, ok in plan.accepts.items())
                 and (entry.when is None or entry.when(values))):
             fresh = op(*[plan.encode[n](values[n]) if n in plan.encode else values[n] for n in names])
-            return entry.result_for(values).assemble(values, fresh)
+            return assemble(entry.result_for(values), values, fresh)
     return UPSTREAM
 
 

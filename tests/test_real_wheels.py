@@ -36,8 +36,8 @@ def test_default_stack_builds_the_issue_s_wheels(default_stack: Path) -> None:
     names = sorted(p.name for p in default_stack.glob("*.whl"))
     py = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     assert names == [
-        f"flashinfer_python-0.6.8.post1+nvfp4.{flashinfer.revision}-py3-none-any.whl",
-        f"sglang-0.5.11+nvfp4.{sglang.revision}-{py}-{py}-manylinux_2_34_x86_64.whl",
+        f"flashinfer_python-{flashinfer.local_version}-py3-none-any.whl",
+        f"sglang-{sglang.local_version}-{py}-{py}-manylinux_2_34_x86_64.whl",
     ]
     assert cli.main(["verify", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY),
                      *map(str, default_stack.glob("*.whl"))]) == 0

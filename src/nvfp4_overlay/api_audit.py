@@ -24,6 +24,7 @@ from .api_graph import reaching
 from .api_scan import Memo, PublicFunction, is_public_module, module_name
 from .errors import ConfigError
 from .files import replace_file, sha256_file
+from .formats import read_json, render_between
 
 __all__ = ["AUDIT", "Audit", "Memo", "PublicFunction", "Rule", "as_json", "is_public_module", "load_audit",
            "module_name", "new_api", "problem", "reaching", "scan", "scan_wheel_files", "unclassified"]
@@ -90,10 +91,10 @@ class Audit:
 
 def load_audit(patches_dir: Path) -> Audit:
     path = patches_dir / "flashinfer-python" / AUDIT
+    raw = read_json(path, what="the serving-API audit")
     try:
-        raw = json.loads(path.read_text())
         rules = tuple(Rule(r["module"], r["name"], r["verdict"], r["why"]) for r in raw["rules"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (KeyError, TypeError) as exc:
         msg = f"{path}: cannot read the serving-API audit ({exc}); restore it from git"
         raise ConfigError(msg, path=path, expected="a JSON object with rules of module, name, verdict and why",
                           found=str(exc), fix=f"git checkout -- {path}") from exc
@@ -170,7 +171,7 @@ def problem(release: str, fn: PublicFunction, patches_dir: Path) -> str:
     through = " > ".join(v.rsplit(".", 1)[-1] for v in fn.via[1:-1]) or "itself"
     return (f"flashinfer-python {release}: {fn.key} is a public function that reaches {loaders} (through "
             f"{through}), and {patches_dir / 'flashinfer-python' / AUDIT} does not classify it: unrouted, it breaks "
-            f"torch.compile(fullgraph=True); route it (_nvfp4_overlay/entries.py, then bench/route_patches.py) "
+            f"torch.compile(fullgraph=True); route it (_nvfp4_overlay/entries.py, then 'nvfp4-overlay routes' and 'nvfp4-overlay audit-api') "
             f"or declare it out of scope in the audit, saying why")
 
 
@@ -217,10 +218,4 @@ BEGIN, END = "<!-- audit:serving-api", "<!-- /audit:serving-api -->"
 
 def render_into(document: str, audit: Audit) -> str:
     """The document with the table between its audit markers made anew."""
-    head, sep, rest = document.partition(BEGIN)
-    marker, _, tail = rest.partition("\n")
-    _, end, after = tail.partition(END)
-    if not sep or not end:
-        msg = f"the document has no {BEGIN} ... {END} region to render the serving-API audit into"
-        raise ConfigError(msg)
-    return f"{head}{BEGIN}{marker}\n{markdown_table(audit)}{END}{after}"
+    return render_between(document, BEGIN, END, markdown_table(audit), "the serving-API audit")

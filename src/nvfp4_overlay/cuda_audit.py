@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .cuda_scan import LOOKUPS, UPSTREAMS_OWN, CallSite, call_sites, module_matches, module_name
-from .errors import ConfigError
+from .formats import read_json, render_between
 
 __all__ = ["AUDIT", "LOOKUPS", "Audit", "CallSite", "call_sites", "load_audit", "markdown_table",
            "lookup_changes", "module_name", "overlay_table", "render_into", "unclassified", "unclassified_in"]
@@ -63,13 +62,7 @@ class Audit:
 
 def load_audit(patches_dir: Path) -> Audit:
     path = patches_dir / "flashinfer-python" / AUDIT
-    try:
-        entries = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        msg = f"{path}: cannot read the CUDA-version audit ({exc}); restore it from git"
-        raise ConfigError(msg, path=path, expected="a JSON list of call-site entries", found=str(exc),
-                          fix=f"git checkout -- {path}") from exc
-    return Audit(tuple(entries))
+    return Audit(tuple(read_json(path, what="the CUDA-version audit (a list of call-site entries)")))
 
 
 def unclassified(sites: Iterable[CallSite], audit: Audit) -> list[CallSite]:
@@ -168,10 +161,4 @@ BEGIN, END = "<!-- audit:cuda-versions", "<!-- /audit:cuda-versions -->"
 
 def render_into(document: str, audit: Audit) -> str:
     """docs/patches.md with the table between its audit markers made anew (make docs)."""
-    head, sep, rest = document.partition(BEGIN)
-    marker, _, tail = rest.partition("\n")
-    _, end, after = tail.partition(END)
-    if not sep or not end:
-        msg = f"the document has no {BEGIN} ... {END} region to render the audit into"
-        raise ConfigError(msg)
-    return f"{head}{BEGIN}{marker}\n{markdown_table(audit)}{END}{after}"
+    return render_between(document, BEGIN, END, markdown_table(audit), "the audit")

@@ -74,10 +74,12 @@ def _series_state(name: str, version: str, provenance: dict[str, Any] | None, pa
     except ConfigError:
         upstream = None
     if provenance is not None:
-        if upstream is not None and provenance.get("revision") != upstream.revision:
+        if upstream is not None and (provenance.get("revision"), provenance.get("version")) != (
+                upstream.revision, upstream.local_version):  # the label carries the overlay's revision too
             finding.notes.append(
                 f"{name} {version} was built at revision {provenance.get('revision')}; the series in "
-                f"{upstream.directory} is at revision {upstream.revision}: rebuild and reinstall to pick it up")
+                f"{upstream.directory} is at revision {upstream.revision} ({upstream.local_version}): rebuild and "
+                f"reinstall to pick it up")
             return "outdated"
         return "current" if upstream is not None else "unknown"
     if upstream is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,11 +14,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .formats import read_toml
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -51,10 +46,40 @@ class Upstream:
     revision: int
     wheels: tuple[UpstreamWheel, ...]
     directory: Path
+    overlay_revision: int | None = None  # patches/<dist>/overlay.toml's revision (None: the project has none)
 
     @property
     def local_version(self) -> str:
-        return f"{self.target.version}+nvfp4.{self.revision}"
+        return local_version(self.target.version, self.overlay_revision, self.revision)
+
+
+def local_version(version: str, overlay_revision: int | None, revision: int) -> str:
+    """The patched wheel's PEP 440 version: +nvfp4.<overlay>.<series>, a function of the two revisions.
+
+    PEP 440 compares local segments numerically one by one, so a bump of either sorts above what it
+    replaces for pip and uv, and the overlay's first number (above every +nvfp4.N published before it
+    was recorded) sorts above every label of the old one-number scheme. A project without
+    overlay.toml (a test's) keeps that old scheme, +nvfp4.<series>.
+    """
+    if overlay_revision is None:
+        return f"{version}+nvfp4.{revision}"
+    return f"{version}+nvfp4.{overlay_revision}.{revision}"
+
+
+OVERLAY_REVISION = "overlay.toml"  # patches/<dist>/overlay.toml: the shared overlay's revision, one per dist
+
+
+def load_overlay_revision(patches_dir: Path, dist: str) -> int | None:
+    """patches/<dist>/overlay.toml's revision (every release's label carries it), or None without the file."""
+    path = patches_dir / canonicalize_name(dist) / OVERLAY_REVISION
+    if not path.is_file():
+        return None
+    revision = _read_toml(path).get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        msg = f"{path}: revision = {revision!r} must be a positive integer; restore it from git"
+        raise ConfigError(msg, path=path, item="revision", expected="a positive integer", found=repr(revision),
+                          fix=f"git checkout -- {path}")
+    return revision
 
 
 @dataclass(frozen=True)
@@ -102,15 +127,8 @@ def stack_order(stack: Stack) -> tuple[str, Version]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError as exc:
-        msg = f"{path}: not found; is --patches-dir pointing at the project's patches/ folder?"
-        raise ConfigError(msg, path=path, found="missing", fix="pass --patches-dir naming the patches/ folder") from exc
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path, expected="TOML", found=str(exc), fix="fix the syntax") from exc
+    return read_toml(path, missing="is --patches-dir pointing at the project's patches/ folder? pass --patches-dir "
+                                   "naming the patches/ folder")
 
 
 def _raise_all(path: Path, problems: list[str]) -> None:
@@ -181,7 +199,7 @@ def load_upstream(patches_dir: Path, target: Target) -> Upstream:
     problems += [f"{n} is listed twice" for n in sorted({n for n in names if names.count(n) > 1})]
     _raise_all(path, problems)
     assert isinstance(revision, int)
-    return Upstream(target, revision, tuple(wheels), directory)
+    return Upstream(target, revision, tuple(wheels), directory, load_overlay_revision(patches_dir, target.dist))
 
 
 def _no_series(patches_dir: Path, target: Target, path: Path) -> None:
@@ -309,11 +327,7 @@ def _overlay_rules(root: Path, present: set[str]) -> dict[str, SpecifierSet]:
     path = root / OVERLAY_RELEASES
     if not path.is_file():
         return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path) from exc
+    data = read_toml(path)
     rules: dict[str, SpecifierSet] = {}
     problems = [f"[{key}]: unknown table; each rule is a [files.\"<path under {root.name}/>\"] table"
                 for key, value in data.items() if key != "files" or not isinstance(value, dict)]

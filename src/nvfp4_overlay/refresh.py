@@ -6,6 +6,7 @@ context), so their line numbers and context are the release's; a fuzzy placement
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from . import api_audit, behaviour, fetch, files, releases, report
+from . import api_audit, behaviour, fetch, files, releases, report, routes
 from .archive import WheelReader
 from .drift import BROKEN, PatchDrift, State, drift_series, new_apis
 from .errors import ConfigError, PatchError, Refused
@@ -87,6 +88,40 @@ def port_series(
     return Ported(tuple(patches), tuple(dropped))
 
 
+def with_routes(ported: Ported, overlay_dir: Path, wheel: ReleaseWheel) -> Ported:
+    """The port with its route patch (routes.PATCH, if it has one) as `nvfp4-overlay routes` writes it
+    for the release: a routed entry point the old release lacked is routed too, placed by its name."""
+    if routes.PATCH not in {name for name, _ in ported.patches}:
+        return ported
+    with WheelReader(wheel.path) as reader:
+        texts = api_audit.scan_wheel_files({n: reader.read(n) for n in reader.infos if api_audit.scanned(n)})
+    text = routes.route_patch(texts, routes.routed_names(overlay_dir))
+    patches = tuple((name, text if name == routes.PATCH else old) for name, old in ported.patches)
+    return Ported(patches, ported.dropped)
+
+
+def exact_after_routes(staged: Path, wheel: ReleaseWheel, today: date) -> None:
+    """Each staged patch that now applies at an offset (the route patch written anew routes more entry
+    points in a file it touches) regenerated against the files as the patches before it leave them."""
+    series = read_series(staged)
+    with WheelReader(wheel.path) as reader:
+        files: dict[str, bytes | None] = {}
+
+        def read(path: str) -> bytes | None:
+            return files[path] if path in files else (reader.read(path) if path in reader.infos else None)
+
+        for patch in series.patches:
+            applied = apply_series(dataclasses.replace(series, patches=(patch,)), read)
+            if any(h.placement.offset for h in applied.hunks):
+                body: list[str] = []
+                for fp in patch.files:
+                    before, after = split_lines(decode(read(fp.path) or b"")), split_lines(decode(applied.files[fp.path] or b""))
+                    body += difflib.unified_diff(before, after, f"a/{fp.path}", f"b/{fp.path}", n=3)
+                patch.path.write_bytes((_header(decode(patch.path.read_bytes()), today) + "".join(body)).encode(
+                    "utf-8", "surrogateescape"))
+            files.update(applied.files)
+
+
 def _header(text: str, today: date) -> str:
     """The DEP-3 header as it was (a git diffstat, stale now, is cut), with Last-Update set to today."""
     kept = []
@@ -148,7 +183,7 @@ def upstream_text(wheels: Sequence[ReleaseWheel], command: str) -> str:
         "# The upstream wheels this series applies to; every file is checked against its sha256.\n"
         f"# Written by '{command}'.\n"
         "# The sha256 are those the index served (pip checked them): check them before you trust them.\n"
-        "revision = 1  # the local version becomes +nvfp4.<revision>; bump it whenever the series changes\n"
+        "revision = 1  # this series' revision, the label's second number (+nvfp4.<overlay>.<revision>, the overlay's in ../overlay.toml); bump it whenever this series changes\n"
         + "".join(rows)
     )
 
@@ -197,11 +232,14 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
         _no_new_api(patches_dir, target, wheels[0], matrix, log, source_wheels.scans_dir)
         # 3. The patches regenerated exact against the release, or the refusal with every reason.
         ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
+        # 3b. The route patch written anew from the release: every entry point the overlay routes that it defines.
+        ported = with_routes(ported, overlay_dir, wheels[0])
         with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
             # 4. Behaviour before text: the ported series is built and held to upstream before it is written.
             staged = Path(tmp) / "patches" / dist / target.version
             stage_series(staged, ported, series_text(series, ported, source, target.version, today),
                          upstream_text(wheels, f"nvfp4-overlay refresh {dist} {source.version} {target.version}"))
+            exact_after_routes(staged, wheels[0], today)
             _check_exact(read_series(staged), wheels)
             log(f"{target}: building the ported series and checking its behaviour against upstream")
             _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest, quick)

@@ -20,7 +20,6 @@ but for reading the committed files and a tree's entries.py.
 
 from __future__ import annotations
 
-import json
 import sys
 import types
 from collections.abc import Mapping, Sequence
@@ -28,12 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .formats import read_json, read_toml
 from .sglang_reach import Unreached, unreached
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 AUDIT = "audit-regions.json"
 CLAIMS = "stack-claims.toml"
@@ -45,25 +40,16 @@ CALL_KEYS = ("function", "module", "args", "site")
 
 def load_table(patches_dir: Path) -> dict[str, Any]:
     path = patches_dir / "sglang" / AUDIT
-    try:
-        table: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        msg = f"{path}: not found; write it with `make sglang-regions-table`"
-        raise ConfigError(msg, path=path) from exc
-    except json.JSONDecodeError as exc:
-        msg = f"{path}: not valid JSON ({exc}); write it anew with `make sglang-regions-table`"
-        raise ConfigError(msg, path=path) from exc
+    table: dict[str, Any] = read_json(path, what="the SGLang region audit",
+                                      missing="write it with `make sglang-regions-table`",
+                                      fix="write it anew with `make sglang-regions-table`")
     return table
 
 
 def load_claims(patches_dir: Path) -> dict[str, frozenset[str]]:
     """patches/sglang/stack-claims.toml: stack -> the regions its patched wheels keep whole."""
     path = patches_dir / "sglang" / CLAIMS
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, tomllib.TOMLDecodeError) as exc:
-        msg = f"{path}: {exc}; it lists, per stack, `covers = [regions]`"
-        raise ConfigError(msg, path=path) from exc
+    data = read_toml(path, missing="restore it from git: it lists, per stack, `covers = [regions]`")
     return {name: frozenset(table.get("covers", [])) for name, table in data.get("stacks", {}).items()}
 
 
@@ -71,13 +57,13 @@ def read_routes(tree: Path) -> dict[str, dict[str, list[Any]]] | None:
     """ENTRIES of the patched FlashInfer unpacked at tree (None: no overlay there, an upstream tree).
 
     entries.py is run as it is, with a stand-in for the fakes module it imports (its functions are
-    only referenced there), so no torch is needed: entry point -> parameter -> the routed values.
+    only referenced there) and its codecs.py and results.py beside it, so no torch is needed: entry point -> parameter -> the routed values.
     """
     path = tree / ENTRIES_PY
     if not path.is_file():
         return None
     package = types.ModuleType("_nvfp4_overlay_entries")
-    package.__path__ = []
+    package.__path__ = [str(path.parent)]  # its own codecs.py and results.py (standard library only) import
     package.fakes = _Anything()  # type: ignore[attr-defined]
     module = types.ModuleType(f"{package.__name__}.entries")
     module.__package__ = package.__name__
@@ -85,7 +71,8 @@ def read_routes(tree: Path) -> dict[str, dict[str, list[Any]]] | None:
     try:  # dont_inherit: this module's `from __future__ import annotations` is not entries.py's
         exec(compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True), vars(module))
     finally:
-        del sys.modules[package.__name__], sys.modules[module.__name__]
+        for name in [n for n in sys.modules if n == package.__name__ or n.startswith(f"{package.__name__}.")]:
+            del sys.modules[name]
     entries = vars(module)["ENTRIES"]
     return {name: {param: sorted(values, key=repr) for param, values in entry.routes.items()}
             for name, entry in sorted(entries.items())}

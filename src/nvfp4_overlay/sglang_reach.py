@@ -12,7 +12,6 @@ release whose code moves fails until the entry is read anew. Pure, but for readi
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +21,7 @@ from packaging.version import Version
 
 from .archive import WheelReader
 from .errors import ConfigError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .formats import read_toml
 
 REACH = "region-reach.toml"
 EVERY_REGION = "*"
@@ -62,11 +57,7 @@ def load_reach(patches_dir: Path) -> tuple[Unreached, ...]:
     path = patches_dir / "sglang" / REACH
     if not path.is_file():
         return ()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path) from exc
+    data = read_toml(path)
     entries, problems = [], []
     for i, table in enumerate(data.get("unreached", []), start=1):
         try:

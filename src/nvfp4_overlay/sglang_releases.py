@@ -9,7 +9,6 @@ A release a series carries is pinned by its upstream.toml; one that ships unpatc
 from __future__ import annotations
 
 import email.parser
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +20,8 @@ from packaging.version import Version
 from . import fetch
 from .archive import WheelReader
 from .errors import ConfigError
+from .formats import read_toml
 from .manifest import Target, Upstream, UpstreamWheel, load_stacks, load_upstream
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 PINS = "upstream-pins.toml"
 SGLANG = "sglang"
@@ -56,14 +51,8 @@ def audit_releases(patches_dir: Path) -> list[Release]:
 def load_pins(patches_dir: Path) -> dict[str, Upstream]:
     """patches/sglang/upstream-pins.toml: release -> its pinned wheels (every problem collected first)."""
     path = patches_dir / SGLANG / PINS
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        msg = f"{path}: not found; it pins the SGLang releases no series carries (see docs/sglang-regions.md)"
-        raise ConfigError(msg, path=path) from exc
-    except tomllib.TOMLDecodeError as exc:
-        msg = f"{path}: not valid TOML ({exc}); fix the syntax"
-        raise ConfigError(msg, path=path) from exc
+    data = read_toml(path, missing="restore it from git: it pins the SGLang releases no series carries "
+                                   "(see docs/sglang-regions.md)")
     problems: list[str] = []
     wheels: dict[str, list[UpstreamWheel]] = {}
     for i, table in enumerate(data.get("wheel", []), start=1):

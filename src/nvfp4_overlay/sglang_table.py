@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import fetch, sglang_audit, sglang_reach, sglang_releases, wheels
-from .errors import ConfigError
+from .formats import render_between
 from .manifest import Target, load_upstream
 from .probe_runner import unpack
 from .sglang_releases import Release
@@ -98,13 +98,7 @@ def _cell_text(text: str) -> str:
 
 def render_into(document: str, rendered: str) -> str:
     """The document with the table between its markers made anew (make sglang-regions-docs)."""
-    head, sep, rest = document.partition(BEGIN)
-    marker, _, tail = rest.partition("\n")
-    _, end, after = tail.partition(END)
-    if not sep or not end:
-        msg = f"the document has no {BEGIN} ... {END} region to render the SGLang region table into"
-        raise ConfigError(msg)
-    return f"{head}{BEGIN}{marker}\n{rendered}{END}{after}"
+    return render_between(document, BEGIN, END, rendered, "the SGLang region table")
 
 
 def release_trees(patches_dir: Path, overlay_dir: Path, release: Release, source: fetch.Source,

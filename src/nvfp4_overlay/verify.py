@@ -192,8 +192,9 @@ def _check_provenance(verdict: Verdict, name: str, version: str, patches_dir: Pa
     up = doc.get("upstream", {})
     if pins.get(up.get("filename")) != up.get("sha256"):
         verdict.problems.append(f"built from {up.get('filename')} ({up.get('sha256')}), which upstream.toml does not pin")
-    if doc.get("revision") != upstream.revision:
-        verdict.problems.append(f"built at revision {doc.get('revision')}, upstream.toml is at revision {upstream.revision}")
+    if doc.get("revision") != upstream.revision or doc.get("version") != upstream.local_version:  # the label: both revisions
+        verdict.problems.append(f"built at revision {doc.get('revision')} as {doc.get('version')}, upstream.toml is at "
+                                f"revision {upstream.revision} and the overlay's revision makes it {upstream.local_version}")
     built = [(p.get("name"), p.get("sha256")) for p in doc.get("patches", [])]
     series_now = [(p.name, p.sha256) for p in series.patches]
     if built != series_now:

@@ -93,6 +93,15 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "  nvfp4-overlay propose --dry-run            print what it would open\n"
                 "  GITHUB_TOKEN=... nvfp4-overlay propose --repo OWNER/NAME\n"
                 "The refresh workflow runs it weekly; exit 1 when a release needs a person (an issue)."),
+    "routes": ("generate", "write patch 0002 (the route patch) of flashinfer-python releases from their own text: "
+               "every entry point the overlay routes, placed by name",
+               "  nvfp4-overlay routes                  every carried release\n"
+               "  nvfp4-overlay routes 0.7.4 0.7.2\n"
+               "  nvfp4-overlay routes --check          CI: exit 1 if a committed patch differs"),
+    "audit-api": ("generate", "write the serving-API audit (patches/flashinfer-python/audit-serving-api.json) from "
+                  "scans of every carried flashinfer-python release",
+                  "  nvfp4-overlay audit-api\n"
+                  "  nvfp4-overlay audit-api --check       CI: exit 1 if the committed audit differs"),
 }
 
 
@@ -240,6 +249,15 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     _data(p)
     _source(p)
     _output(p)
+
+    for name in ("routes", "audit-api"):
+        p = command(name)
+        if name == "routes":
+            p.add_argument("releases", nargs="*", metavar="RELEASE", help="a carried release (default: every one)")
+        p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file differs")
+        _data(p)
+        _source(p)
+        _output(p)
     return top
 
 

@@ -20,23 +20,14 @@ import functools
 import inspect
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from packaging.version import Version
 
 from nvfp4_overlay.probes import moe_cases, quant_cases
+from nvfp4_overlay.probes.rows import Row, bf16, u8, with_scale
 
 Make = Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]
-
-
-class Row(NamedTuple):
-    """One call: its id, keyword arguments (a callable value is made with torch), positional inputs."""
-
-    id: str
-    kwargs: dict[str, Any]
-    inputs: Callable[[Any], tuple[Any, ...]]
-    since: str = "0.6.1"  # the first release whose signature takes the row's keywords
-    until: str | None = None  # the first release that no longer does (a renamed parameter)
 
 
 class CaseTableError(ValueError):
@@ -145,17 +136,9 @@ def _release_of(fn: Callable[..., Any]) -> str:
     return str(sys.modules[package].__version__)
 
 
-def _x(*shape: int, device: str = "cpu") -> Callable[[Any], Any]:
-    return lambda torch: torch.randn(*shape, dtype=torch.bfloat16, device=device)
-
-
 def _alone(*shape: int, device: str = "cpu") -> Callable[[Any], tuple[Any, ...]]:
     """The input tensor as the only positional argument."""
-    return lambda torch: (_x(*shape, device=device)(torch),)
-
-
-def _with_scale(*shape: int) -> Callable[[Any], tuple[Any, ...]]:
-    return lambda torch: (_x(*shape)(torch), torch.tensor([2.0]))
+    return lambda torch: (bf16(*shape, device=device)(torch),)
 
 
 def _fp4_quantize(sf_layout: Any) -> list[Row]:
@@ -188,16 +171,16 @@ def _mxfp4_quantize(sf_layout: Any) -> list[Row]:
 
 def _nvfp4_batched_quantize(sf_layout: Any) -> list[Row]:
     return [
-        Row("sf16", {}, _with_scale(2, 40, 256)),
-        Row("sf32", {"sf_vec_size": 32}, _with_scale(2, 40, 256)),
-        Row("k224-m200", {}, _with_scale(3, 200, 224)),
-        Row("4over6-off", {"nvfp4_4over6": None}, _with_scale(2, 40, 256), since="0.7.1"),
+        Row("sf16", {}, with_scale(2, 40, 256)),
+        Row("sf32", {"sf_vec_size": 32}, with_scale(2, 40, 256)),
+        Row("k224-m200", {}, with_scale(3, 200, 224)),
+        Row("4over6-off", {"nvfp4_4over6": None}, with_scale(2, 40, 256), since="0.7.1"),
     ]
 
 
 def _grouped(groups: int, m: int, k: int) -> Callable[[Any], tuple[Any, ...]]:
     # (a, mask, a_global_sf): the valid rows per group (int32) and one scale per group (float32)
-    return lambda torch: (_x(groups, m, k)(torch), torch.tensor([m, m // 2, 1][:groups], dtype=torch.int32),
+    return lambda torch: (bf16(groups, m, k)(torch), torch.tensor([m, m // 2, 1][:groups], dtype=torch.int32),
                           torch.tensor([2.0, 3.0, 4.0][:groups]))
 
 
@@ -222,10 +205,10 @@ def _silu_and_mul_scaled_nvfp4_experts_quantize(sf_layout: Any) -> list[Row]:
 
 def _nvfp4_kv_quantize(sf_layout: Any) -> list[Row]:
     return [
-        Row("m40-k256", {}, _with_scale(40, 256)),
-        Row("m200-k224", {}, _with_scale(200, 224)),
-        Row("k200", {}, _with_scale(40, 200)),  # K % 16 != 0: upstream raises ValueError
-        Row("skip-check", {"skip_check": True}, _with_scale(40, 256)),  # backend_requirement's keyword
+        Row("m40-k256", {}, with_scale(40, 256)),
+        Row("m200-k224", {}, with_scale(200, 224)),
+        Row("k200", {}, with_scale(40, 200)),  # K % 16 != 0: upstream raises ValueError
+        Row("skip-check", {"skip_check": True}, with_scale(40, 256)),  # backend_requirement's keyword
     ]
 
 
@@ -276,9 +259,6 @@ def _mxfp8_quantize(sf_layout: Any) -> list[Row]:
 
 # --- the serving path: GEMM, MoE, norm + quantize ----------------------------------------------
 
-def _u8(*shape: int) -> Callable[[Any], Any]:
-    return lambda torch: torch.randint(0, 255, shape, dtype=torch.uint8)
-
 
 def _fp4_gemm(m: int, k: int, n: int, block: int = 16, alpha: bool = True) -> Callable[[Any], tuple[Any, ...]]:
     """(a, b, a_descale, b_descale[, alpha]): packed FP4 a (m, k/2), b the column-major (k/2, n) view
@@ -287,8 +267,8 @@ def _fp4_gemm(m: int, k: int, n: int, block: int = 16, alpha: bool = True) -> Ca
         def pad(rows: int) -> int:
             return (rows + 127) // 128 * 128
 
-        scales = (_u8(m, k // 2)(torch), _u8(n, k // 2)(torch).t(), _u8(pad(m), k // block)(torch),
-                  _u8(pad(n), k // block)(torch).t())
+        scales = (u8(m, k // 2)(torch), u8(n, k // 2)(torch).t(), u8(pad(m), k // block)(torch),
+                  u8(pad(n), k // block)(torch).t())
         return (*scales, torch.tensor([1.0])) if alpha else scales
     return inputs
 
@@ -319,7 +299,7 @@ def _mm_fp4(sf_layout: Any) -> list[Row]:
         Row("cutlass-mxfp4", {"backend": "cutlass", "block_size": 32, "use_nvfp4": False},  # upstream refuses
             _fp4_gemm(40, 256, 128, block=32)),
         Row("k-mismatch", {"backend": "cutlass"},  # upstream refuses: so must the compiled call
-            lambda torch: (_u8(40, 128)(torch), _u8(128, 64)(torch).t(), *_fp4_gemm(40, 256, 128)(torch)[2:])),
+            lambda torch: (u8(40, 128)(torch), u8(128, 64)(torch).t(), *_fp4_gemm(40, 256, 128)(torch)[2:])),
     ]
 
 
@@ -328,8 +308,8 @@ def _norm(fused: bool, float_scale: bool = False, out_dtype: str = "float8_e4m3f
     def inputs(torch: Any) -> tuple[Any, ...]:
         out = torch.empty(40, 256, dtype=getattr(torch, out_dtype))
         scale = 0.5 if float_scale else torch.tensor([0.5])
-        residual = (_x(40, 256)(torch),) if fused else ()
-        return (out, _x(40, 256)(torch), *residual, _x(256)(torch), scale)
+        residual = (bf16(40, 256)(torch),) if fused else ()
+        return (out, bf16(40, 256)(torch), *residual, bf16(256)(torch), scale)
     return inputs
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from nvfp4_overlay.probes.recording import describe
+
 BACKEND_VERSION = 91600
 FRONTEND_VERSION = "1.16.0"
 
@@ -61,8 +63,6 @@ class Graph(Placeholder):
         self._record("cudnn.execute_plan_at_index", variant_pack, workspace, (index, *args))
 
     def _record(self, name: str, variant_pack: dict[Any, Any], workspace: Any, args: tuple[Any, ...]) -> None:
-        from nvfp4_overlay.probes.flashinfer_trace import describe
-
         pack = [[str(uid), describe(t)] for uid, t in sorted(variant_pack.items(), key=lambda kv: str(kv[0]))]
         self._box.launches.append([name, pack, describe(workspace), *[describe(a) for a in args]])
 

@@ -28,6 +28,8 @@ import sys
 import types
 from typing import Any
 
+from nvfp4_overlay.probes.recording import kernel_of
+
 PACKAGE = "cutlass"
 # What the DSL brings along that FlashInfer's CuTe kernels import too: CUDA Python's bindings, cuTile
 # (flashinfer-python requires cuda-tile); stood in for only where this machine has none.
@@ -118,8 +120,6 @@ def _from_dlpack(tensor: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _compile(box: Any) -> Any:
     def compile(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-        from nvfp4_overlay.probes.serving_stubs import kernel_of
-
         return kernel_of(box, f"cute.compile:{type(kernel).__name__}")
 
     return compile

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from nvfp4_overlay.probes import doctor_env, io_audit
+from nvfp4_overlay.probes.capability import fake_capability
 
 FAKE_CAPABILITY = (12, 0)  # RTX PRO 6000 / SM120, the report's GPUs
 
@@ -63,14 +64,6 @@ def routed_entries(flashinfer: Any) -> list[str]:
 
         return [name for name in CANDIDATES if hasattr(flashinfer, name)]
     return [name for name in sorted(ENTRIES) if hasattr(flashinfer, name)]
-
-
-def fake_capability(torch: Any, capability: tuple[int, int]) -> None:
-    """Every binding of get_compute_capability in FlashInfer: CPU tensors are otherwise refused."""
-    torch.cuda.get_device_capability = lambda device=None: capability
-    for name, module in list(sys.modules.items()):
-        if name.startswith("flashinfer") and hasattr(module, "get_compute_capability"):
-            vars(module)["get_compute_capability"] = lambda device=None: capability
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:

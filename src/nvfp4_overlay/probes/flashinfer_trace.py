@@ -47,6 +47,8 @@ import torch
 
 from nvfp4_overlay.probes import cases as case_table
 from nvfp4_overlay.probes import forking, io_audit, serving_stubs
+from nvfp4_overlay.probes.capability import fake_capability
+from nvfp4_overlay.probes.recording import describe
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -85,14 +87,6 @@ class Box(io_audit.Phased):
             self.events.append([event, repr(args[0])[:160]])
         elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
             io_audit.add_open(self.events, os.fsdecode(args[0]), self.package + os.sep)
-
-
-def describe(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return ["tensor", list(value.shape), list(value.stride()), str(value.dtype), str(value.device.type)]
-    if isinstance(value, (list, tuple)):
-        return [describe(v) for v in value]
-    return ["value", repr(value)]
 
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
@@ -458,10 +452,7 @@ def _fake_capability(cc: tuple[int, int]) -> None:
     that ask the context for their architectures (mxfp8, the KV quantizer) would refuse to exist."""
     from flashinfer.jit import core as jit_core
 
-    from nvfp4_overlay.probes.doctor_trace import fake_capability  # doctor's: the same bindings
-
     fake_capability(torch, cc)
-
     jit_core.current_compilation_context.TARGET_CUDA_ARCHS = {(cc[0], f"{cc[1]}a")}
 
 

@@ -51,7 +51,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
 
     imported = time.perf_counter() - started
     if faked:
-        from nvfp4_overlay.probes.doctor_trace import fake_capability
+        from nvfp4_overlay.probes.capability import fake_capability
 
         fake_capability(torch, tuple(faked))
         torch.Tensor.cuda = lambda self, *a, **k: self

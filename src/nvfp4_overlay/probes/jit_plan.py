@@ -34,7 +34,7 @@ import torch
 
 from nvfp4_overlay.probes import cases as case_table
 from nvfp4_overlay.probes import serving_stubs
-from nvfp4_overlay.probes.doctor_trace import fake_capability
+from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.flashinfer_trace import Box
 
 HEARTBEAT_S = 30.0

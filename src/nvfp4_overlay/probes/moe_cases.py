@@ -1,6 +1,6 @@
 """The trace ladder's calls of the serving MoE entry points: the trtllm-gen FP4 pair and cutlass_fused_moe.
 
-Tables of probes/cases.py (Row, the same contract: each row names the values it sets apart from the
+Tables of probes/cases.py (probes/rows.py's Row, the same contract: each row names the values it sets apart from the
 defaults, from the release whose signature takes them); cases.py holds them in its _TABLES. The
 shapes are small and the values random: on a CPU the kernels record their arguments and compute
 nothing.
@@ -10,25 +10,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from nvfp4_overlay.probes.cases import Row
-
-
-def _row(*args: Any, **kwargs: Any) -> Row:
-    from nvfp4_overlay.probes.cases import Row  # cases.py imports this module
-
-    return Row(*args, **kwargs)
-
-
-def _x(*shape: int) -> Callable[[Any], Any]:
-    return lambda torch: torch.randn(*shape, dtype=torch.bfloat16)
-
-
-def _u8(*shape: int) -> Callable[[Any], Any]:
-    return lambda torch: torch.randint(0, 255, shape, dtype=torch.uint8)
-
+from nvfp4_overlay.probes.rows import Row, bf16, u8
 
 _EXPERTS, _TOP_K, _HIDDEN, _INTER = 8, 2, 256, 128
 
@@ -43,16 +27,16 @@ def _moe(tokens: int, routed: bool, pair: bool = False) -> dict[str, Callable[[A
         return (torch.randint(1, 1 << 14, (tokens, _TOP_K), dtype=torch.int32) << 16) | picked
 
     def f8(*shape: int) -> Callable[[Any], Any]:
-        return lambda torch: _u8(*shape)(torch).view(torch.float8_e4m3fn)
+        return lambda torch: u8(*shape)(torch).view(torch.float8_e4m3fn)
 
     def scalars(torch: Any) -> Any:
         return torch.ones(_EXPERTS)
 
     args: dict[str, Any] = {
-        "routing_bias": None, "hidden_states": _u8(tokens, _HIDDEN // 2), "hidden_states_scale": f8(tokens, _HIDDEN // 16),
-        "gemm1_weights": _u8(_EXPERTS, 2 * _INTER, _HIDDEN // 2), "gemm1_weights_scale": f8(_EXPERTS, 2 * _INTER, _HIDDEN // 16),
+        "routing_bias": None, "hidden_states": u8(tokens, _HIDDEN // 2), "hidden_states_scale": f8(tokens, _HIDDEN // 16),
+        "gemm1_weights": u8(_EXPERTS, 2 * _INTER, _HIDDEN // 2), "gemm1_weights_scale": f8(_EXPERTS, 2 * _INTER, _HIDDEN // 16),
         "gemm1_bias": None, "gemm1_alpha": None, "gemm1_beta": None, "gemm1_clamp_limit": None,
-        "gemm2_weights": _u8(_EXPERTS, _HIDDEN, _INTER // 2), "gemm2_weights_scale": f8(_EXPERTS, _HIDDEN, _INTER // 16),
+        "gemm2_weights": u8(_EXPERTS, _HIDDEN, _INTER // 2), "gemm2_weights_scale": f8(_EXPERTS, _HIDDEN, _INTER // 16),
         "gemm2_bias": None, "output1_scale_scalar": scalars, "output1_scale_gate_scalar": scalars,
         "output2_scale_scalar": scalars, "num_experts": _EXPERTS, "top_k": _TOP_K, "n_group": None, "topk_group": None,
         "intermediate_size": _INTER, "local_expert_offset": 0, "local_num_experts": _EXPERTS,
@@ -77,23 +61,23 @@ def _moe_rows(routed: bool, sf_layout: Any) -> list[Row]:
     deepseek = {"routing_method_type": 2, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
                 "routing_bias": lambda torch: torch.randn(_EXPERTS, dtype=torch.bfloat16)}
     rows = [
-        _row("finalize", _moe(40, routed), _none),
-        _row("output-given", {**_moe(40, routed), **out}, _none),
-        _row("decode-pdl", {**_moe(1, routed), "enable_pdl": True}, _none),
-        _row("tune-max-512", {**_moe(40, routed), "tune_max_num_tokens": 512}, _none),
-        _row("deepseek-routing", {**_moe(40, routed), **deepseek}, _none),
-        _row("geglu", {**_moe(40, routed), "gated_act_type": 1}, _none, until="0.6.3"),
-        _row("relu2", {**_moe(40, routed), "activation_type": 6}, _none, since="0.6.3"),
+        Row("finalize", _moe(40, routed), _none),
+        Row("output-given", {**_moe(40, routed), **out}, _none),
+        Row("decode-pdl", {**_moe(1, routed), "enable_pdl": True}, _none),
+        Row("tune-max-512", {**_moe(40, routed), "tune_max_num_tokens": 512}, _none),
+        Row("deepseek-routing", {**_moe(40, routed), **deepseek}, _none),
+        Row("geglu", {**_moe(40, routed), "gated_act_type": 1}, _none, until="0.6.3"),
+        Row("relu2", {**_moe(40, routed), "activation_type": 6}, _none, since="0.6.3"),
         # upstream refuses an output that is not bf16: so must the compiled call (when it runs)
-        _row("output-fp16", {**_moe(40, routed), "output": lambda torch: torch.empty(40, _HIDDEN, dtype=torch.float16)},
+        Row("output-fp16", {**_moe(40, routed), "output": lambda torch: torch.empty(40, _HIDDEN, dtype=torch.float16)},
             _none),
-        _row("valid-hidden-200", {**_moe(40, routed), "valid_hidden_size": 200}, _none, since="0.7.0"),
-        _row("scale-layout-linear", {**_moe(40, routed), "hidden_states_scale_layout":
+        Row("valid-hidden-200", {**_moe(40, routed), "valid_hidden_size": 200}, _none, since="0.7.0"),
+        Row("scale-layout-linear", {**_moe(40, routed), "hidden_states_scale_layout":
                                     getattr(sf_layout, "layout_linear", None)}, _none, since="0.7.0"),
-        _row("4over6-off", {**_moe(40, routed), "nvfp4_4over6": None}, _none, since="0.7.4"),
+        Row("4over6-off", {**_moe(40, routed), "nvfp4_4over6": None}, _none, since="0.7.4"),
     ]
     if routed:
-        rows.append(_row("precomputed-pair", _moe(40, routed, pair=True), _none, since="0.6.12"))
+        rows.append(Row("precomputed-pair", _moe(40, routed, pair=True), _none, since="0.6.12"))
     return rows
 
 
@@ -107,18 +91,18 @@ def _cutlass(mode: str, tokens: int = 40) -> dict[str, Any]:
     e, h, i = _EXPERTS, _HIDDEN, _INTER
 
     def scales(*shape: int) -> Callable[[Any], Any]:  # FP8 block scales, seen as int32 as SGLang does
-        return lambda torch: _u8(*shape)(torch).view(torch.float8_e4m3fn).view(torch.int32)
+        return lambda torch: u8(*shape)(torch).view(torch.float8_e4m3fn).view(torch.int32)
 
     def weights(mode: str) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
         if mode.startswith("nvfp4"):
-            return (lambda torch: _u8(e, 2 * i, h // 2)(torch).view(torch.int64),
-                    lambda torch: _u8(e, h, i // 2)(torch).view(torch.int64))
+            return (lambda torch: u8(e, 2 * i, h // 2)(torch).view(torch.int64),
+                    lambda torch: u8(e, h, i // 2)(torch).view(torch.int64))
         if mode == "fp8":
-            return (lambda torch: _u8(e, 2 * i, h)(torch).view(torch.float8_e4m3fn),
-                    lambda torch: _u8(e, h, i)(torch).view(torch.float8_e4m3fn))
+            return (lambda torch: u8(e, 2 * i, h)(torch).view(torch.float8_e4m3fn),
+                    lambda torch: u8(e, h, i)(torch).view(torch.float8_e4m3fn))
         if mode == "bf16":
-            return _x(e, 2 * i, h), _x(e, h, i)
-        return _u8(e, 2 * i, h // 2), _u8(e, h, i // 2)  # mxfp4-w4a16
+            return bf16(e, 2 * i, h), bf16(e, h, i)
+        return u8(e, 2 * i, h // 2), u8(e, h, i // 2)  # mxfp4-w4a16
 
     def quant_scales(torch: Any) -> list[Any] | None:
         if mode.startswith("nvfp4"):
@@ -139,12 +123,12 @@ def _cutlass(mode: str, tokens: int = 40) -> dict[str, Any]:
         "output_dtype": lambda torch: torch.bfloat16, "quant_scales": quant_scales,
     }
     if mode == "nvfp4-prequant":
-        args["input"] = _u8(tokens, h // 2)
-        args["input_sf"] = _u8(tokens * h // 16)
+        args["input"] = u8(tokens, h // 2)
+        args["input_sf"] = u8(tokens * h // 16)
     elif mode == "fp8":
-        args["input"] = lambda torch: _u8(tokens, h)(torch).view(torch.float8_e4m3fn)
+        args["input"] = lambda torch: u8(tokens, h)(torch).view(torch.float8_e4m3fn)
     else:
-        args["input"] = _x(tokens, h)
+        args["input"] = bf16(tokens, h)
     if mode == "mxfp4-w4a16":
         args.update(use_w4_group_scaling=True,
                     fc1_expert_biases=lambda torch: torch.zeros(e, 2 * i), fc2_expert_biases=lambda torch: torch.zeros(e, h),
@@ -162,21 +146,21 @@ def _cutlass_fused_moe(sf_layout: Any) -> list[Row]:
         return lambda torch: getattr(sys.modules["flashinfer.fused_moe.core"].ActivationType, name)
 
     return [
-        _row("nvfp4", _cutlass("nvfp4"), _none),
-        _row("nvfp4-output-given", {**_cutlass("nvfp4"), **out}, _none),
-        _row("nvfp4-prequant-ep2", {**_cutlass("nvfp4-prequant"), **out, "ep_size": 2, "ep_rank": 1}, _none),
-        _row("fp8-tp2", {**_cutlass("fp8"), "tp_size": 2, "tp_rank": 1}, _none),
-        _row("bf16-decode-pdl", {**_cutlass("bf16", tokens=1), "enable_pdl": True}, _none),
-        _row("mxfp4-w4a16", {**_cutlass("mxfp4-w4a16"), "tune_max_num_tokens": 64}, _none),
-        _row("relu2", {**_cutlass("nvfp4"), "activation_type": activation("Relu2")}, _none),
-        _row("unswizzled-sf", {**_cutlass("nvfp4-prequant"), "swizzled_input_sf": False}, _none, since="0.6.8"),
-        _row("unfused-finalize", {**_cutlass("nvfp4"), "use_fused_finalize": False}, _none, since="0.6.15"),
-        _row("profile-ids", {**_cutlass("nvfp4"), "profile_ids": [0, 1]}, _none, since="0.6.16"),
-        _row("4over6-off", {**_cutlass("nvfp4"), "nvfp4_4over6": None}, _none, since="0.7.4"),
+        Row("nvfp4", _cutlass("nvfp4"), _none),
+        Row("nvfp4-output-given", {**_cutlass("nvfp4"), **out}, _none),
+        Row("nvfp4-prequant-ep2", {**_cutlass("nvfp4-prequant"), **out, "ep_size": 2, "ep_rank": 1}, _none),
+        Row("fp8-tp2", {**_cutlass("fp8"), "tp_size": 2, "tp_rank": 1}, _none),
+        Row("bf16-decode-pdl", {**_cutlass("bf16", tokens=1), "enable_pdl": True}, _none),
+        Row("mxfp4-w4a16", {**_cutlass("mxfp4-w4a16"), "tune_max_num_tokens": 64}, _none),
+        Row("relu2", {**_cutlass("nvfp4"), "activation_type": activation("Relu2")}, _none),
+        Row("unswizzled-sf", {**_cutlass("nvfp4-prequant"), "swizzled_input_sf": False}, _none, since="0.6.8"),
+        Row("unfused-finalize", {**_cutlass("nvfp4"), "use_fused_finalize": False}, _none, since="0.6.15"),
+        Row("profile-ids", {**_cutlass("nvfp4"), "profile_ids": [0, 1]}, _none, since="0.6.16"),
+        Row("4over6-off", {**_cutlass("nvfp4"), "nvfp4_4over6": None}, _none, since="0.7.4"),
         # upstream refuses these: so must the compiled call
-        _row("output-fp16", {**_cutlass("nvfp4"), "output": lambda torch: torch.empty(40, _HIDDEN, dtype=torch.float16)},
+        Row("output-fp16", {**_cutlass("nvfp4"), "output": lambda torch: torch.empty(40, _HIDDEN, dtype=torch.float16)},
             _none),
-        _row("min-latency", {**_cutlass("nvfp4"), "min_latency_mode": True}, _none),
+        Row("min-latency", {**_cutlass("nvfp4"), "min_latency_mode": True}, _none),
     ]
 
 

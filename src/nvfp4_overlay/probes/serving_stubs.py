@@ -42,53 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from nvfp4_overlay.probes import cudnn_stub, cute_dsl_stub
+from nvfp4_overlay.probes.recording import kernel_of
 
 # A checksum list for any artifact directory names every header the release's JIT specs ask
 # get_meta_hash for (the kernel-list header, the batched-GEMM export headers): their names are the
 # string constants ending in .h of flashinfer/jit/.
 _HEADER = re.compile(r"[\"']([\w/]+\.h)[\"']")
-
-
-class Answer:
-    """What a stubbed kernel function returns: callable, indexable, an int where Python asks for one."""
-
-    def __init__(self, box: Any, name: str) -> None:
-        self._box, self._name = box, name
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _kernel(self._box, f"{self._name}.{name}")
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return _kernel(self._box, self._name)(*args, **kwargs)
-
-    def __int__(self) -> int:
-        return 1
-
-    __index__ = __int__
-
-    def __iter__(self) -> Any:
-        return iter(())
-
-    def __bool__(self) -> bool:
-        return True
-
-
-def kernel_of(box: Any, name: str) -> Any:
-    """A kernel function that records its call into box.launches and answers (Answer)."""
-    return _kernel(box, name)
-
-
-def _kernel(box: Any, name: str) -> Any:
-    from nvfp4_overlay.probes.flashinfer_trace import describe
-
-    def launch(*args: Any, **kwargs: Any) -> Any:
-        box.launches.append([name, *[describe(a) for a in args],
-                             *[[k, describe(v)] for k, v in sorted(kwargs.items())]])
-        return Answer(box, f"{name}()")
-
-    return launch
 
 
 class AnsweringModule:
@@ -100,7 +59,7 @@ class AnsweringModule:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return _kernel(self._box, name)
+        return kernel_of(self._box, name)
 
 
 def install(box: Any) -> None:

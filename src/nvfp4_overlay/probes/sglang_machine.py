@@ -4,7 +4,7 @@
   FlashInfer's code (``torch.cuda.is_available``, ``device_count``, ``get_device_capability``,
   ``get_device_name``, ``get_device_properties``, ``current_device``, ``torch.version.cuda`` 12.9)
   and the truth to torch's own; ``Tensor.cuda()`` is the identity (tensors stay on the CPU), and
-  FlashInfer's ``get_compute_capability`` bindings answer the faked GPU (``doctor_trace.fake_capability``);
+  FlashInfer's ``get_compute_capability`` bindings answer the faked GPU (``capability.fake_capability``);
   before dynamo traces, the stand-ins of absent modules leave ``sys.modules`` (torch looks for
   triton there for itself; SGLang's modules keep theirs);
 - tensors SGLang asks for on a CUDA device while it imports and builds its layers are made on the
@@ -28,6 +28,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.sglang_imports import STUBBED, StubModule
 
 
@@ -61,7 +62,6 @@ class FakeGpu:
         torch.cuda.get_device_name = lambda device=None: name
         torch.cuda.get_device_properties = lambda device=None: props
         torch.Tensor.cuda = lambda self, *a, **k: self
-        from nvfp4_overlay.probes.doctor_trace import fake_capability
 
         fake_capability(torch, cc)
         self.cpu_for_cuda = CpuForCuda(torch)
@@ -69,8 +69,6 @@ class FakeGpu:
 
     def refresh(self) -> None:
         """The faked capability in every FlashInfer module imported since (later imports bind flashinfer.utils')."""
-        from nvfp4_overlay.probes.doctor_trace import fake_capability
-
         fake_capability(self.torch, self.cc)
 
     def asked_by_the_server(self) -> bool:
@@ -83,8 +81,6 @@ class FakeGpu:
         """FlashInfer's bindings made while SGLang imported it answer the faked GPU too; the
         stand-ins of absent modules leave sys.modules (torch asks it for triton for itself), SGLang's
         modules keep the ones they imported."""
-        from nvfp4_overlay.probes.doctor_trace import fake_capability
-
         self.cpu_for_cuda.__exit__(None, None, None)
         fake_capability(self.torch, self.cc)
         for name in [n for n in sys.modules if n.partition(".")[0] in STUBBED]:

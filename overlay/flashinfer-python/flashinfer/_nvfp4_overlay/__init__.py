@@ -4,7 +4,8 @@
   in place of jit/cpp_ext.py's (patch 0001); cuda_sites.py lists the run-time call sites (torch's CUDA).
 - opaque.py: route(), the decorator patch 0002 puts on each public entry point: while dynamo
   traces, a call becomes one torch.library custom op whose schema is the release's signature;
-  entries.py says which entry points, what each returns and which values stay upstream's path;
+  entries.py says which entry points, what each returns and which values stay upstream's path
+  (results.py reads what upstream returns, codecs.py carries the values no schema type takes);
   fakes.py holds what each op allocates.
 
 The modules adapt to the release they land in by what they read there (signatures, where a

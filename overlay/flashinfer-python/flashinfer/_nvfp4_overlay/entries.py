@@ -3,7 +3,7 @@
 One Entry per public function name, for every release that has it. The parameters, their order
 and their schema types come from the release's own signature; only these stay declarative:
 
-- returns: what upstream returns (Result): "(Tensor, Tensor)", "[output]" (a list holding the
+- returns: what upstream returns (results.py's Result): "(Tensor, Tensor)", "[output]" (a list holding the
   parameter ``output`` when the caller passed one, else a fresh tensor), "out", "()" (nothing);
   variants: parameter -> value -> what upstream returns instead when the call passes that value
   (nvfp4_quantize's per_token_activation=True adds the per-token scales);
@@ -16,7 +16,7 @@ and their schema types come from the release's own signature; only these stay de
 - mutates: parameters upstream writes into (``out``, a residual): the op declares them mutated;
 - routes: parameter -> the values that take the op while tracing (the others stay upstream's
   path, e.g. the experimental cute-dsl backend, whose outputs no fake here is proven for);
-- codecs: parameters whose values no schema type carries, with upstream's own encoding;
+- codecs: parameters whose values no schema type carries, with upstream's own encoding (codecs.py);
 - types: schema types of the parameters upstream leaves unannotated (an annotation wins);
 - hidden: keywords a decorator of upstream's takes beyond the signature, with their schema type
   and default (``backend_requirement`` pops ``skip_check``); in the schema only while the
@@ -25,119 +25,13 @@ and their schema types come from the release's own signature; only these stay de
   host branch mxfp8_quantize takes for a CPU tensor).
 """
 
-import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from . import fakes
-
-
-@dataclass(frozen=True)
-class Result:
-    """What upstream returns, as entries.py spells it, and how the op's fresh tensors map onto it.
-
-    "(Tensor, Tensor)": a tuple of fresh tensors; "[output]": a list holding the parameter
-    ``output`` when the caller passed one, else a fresh tensor; "out": the parameter or a fresh
-    tensor; "()": None; groups nest ("((Tensor, Tensor), float)"). "float": a host float upstream
-    reads off the GPU (``.item()``); the op returns it as a 0-dim float64 CPU tensor and the wrapper
-    reads it back, as upstream does, after the op: a custom op's own float output is the fake's
-    constant to dynamo, which would bake the fake's value into the graph. The op returns the fresh
-    tensors only, in order (an op's output may not alias its input); assemble() puts upstream's
-    result back together around them (opaque._traced_path writes the same out as code for dynamo;
-    tests/test_opaque_traced_path.py holds the two together).
-    """
-
-    text: str
-
-    @property
-    def tree(self) -> Any:
-        return _parse(self.text)
-
-    @property
-    def container(self) -> str:
-        tree = self.tree
-        return tree[0] if isinstance(tree, tuple) else "single"
-
-    @property
-    def slots(self) -> Tuple[Any, ...]:
-        tree = self.tree
-        return tree[1] if isinstance(tree, tuple) else (tree,)
-
-    def fresh(self, values: Mapping[str, Any], result: Any) -> List[Any]:
-        """The tensors of upstream's result that are not a parameter handed back, and its floats as
-        0-dim float64 tensors (a fake gives those as tensors already)."""
-        out: List[Any] = []
-        _fresh(self.tree, result, values, out, self.text)
-        return out
-
-    def assemble(self, values: Mapping[str, Any], fresh: List[Any]) -> Any:
-        tree = self.tree
-        if tree == ("tuple", ()):
-            return None
-        return _assemble(tree, values, iter(fresh))
-
-
-@functools.lru_cache(maxsize=None)
-def _parse(text: str) -> Any:
-    """ "out" -> "out"; "(a, [b])" -> ("tuple", ("a", ("list", ("b",)))). """
-    text = text.strip()
-    if text[:1] not in ("(", "["):
-        return text
-    kind, depth, parts, start = ("tuple" if text[0] == "(" else "list"), 0, [], 1
-    for i, ch in enumerate(text[1:-1], 1):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:-1])
-    return kind, tuple(_parse(p) for p in parts if p.strip())
-
-
-def _fresh(node: Any, item: Any, values: Mapping[str, Any], out: List[Any], text: str) -> None:
-    if isinstance(node, tuple):
-        items = list(item or ())
-        if len(items) != len(node[1]):
-            raise RuntimeError(f"nvfp4-overlay: upstream returned {len(items)} values, entries.py says {text}")
-        for child, value in zip(node[1], items):
-            _fresh(child, value, values, out, text)
-    elif node == "float":
-        import torch
-
-        out.append(item if isinstance(item, torch.Tensor) else torch.tensor(float(item), dtype=torch.float64))
-    elif node != "Tensor" and values.get(node) is not None:
-        if item is not values[node]:
-            raise RuntimeError(f"nvfp4-overlay: upstream did not hand back {node} as entries.py says")
-    else:
-        out.append(item)
-
-
-def _assemble(node: Any, values: Mapping[str, Any], tensors: Any) -> Any:
-    if isinstance(node, tuple):
-        items = [_assemble(child, values, tensors) for child in node[1]]
-        return tuple(items) if node[0] == "tuple" else items
-    if node == "float":
-        return next(tensors).item()  # upstream's own host read, made after the op
-    if node != "Tensor" and values.get(node) is not None:
-        return values[node]
-    return next(tensors)
-
-
-@dataclass(frozen=True)
-class Codec:
-    """A parameter carried as `schema`: encode(upstream_globals, value) and decode back."""
-
-    schema: str
-    encode: Callable[[Mapping[str, Any], Any], Any]
-    decode: Callable[[Mapping[str, Any], Any], Any]
-    # accepts(upstream_globals, value): whether decode(encode(value)) is what upstream would get;
-    # a value it refuses takes upstream's path.
-    accepts: Callable[[Mapping[str, Any], Any], bool] = lambda upstream, value: True
-    # scope(defining module's globals) -> the names the three functions read, resolved once when
-    # the entry point is routed (flashinfer/activation.py imports only part of the 4over6 helpers).
-    scope: Callable[[Mapping[str, Any]], Mapping[str, Any]] = lambda upstream: upstream
+from .codecs import (ACTIVATION_TYPE, NONE_ONLY, NVFP4_4OVER6, SF_LAYOUT, SF_LAYOUT_OR_NONE, TENSOR_LIST_OR_NONE,
+                     TENSOR_OR_FLOAT, TENSOR_OR_PAIR, Codec)
+from .results import Result
 
 
 @dataclass(frozen=True)
@@ -167,117 +61,6 @@ class Entry:
             if name in values and values[name] in by_value:
                 return Result(by_value[values[name]])
         return self.result
-
-
-def _4over6_code(upstream: Mapping[str, Any], value: Any) -> int:
-    # 0.7.4: an omitted recipe (the _UNSET sentinel) is read from the environment by the kernel
-    # wrapper; upstream's own int code says so with NVFP4_4OVER6_CODE_FROM_ENV.
-    if value is upstream["_UNSET"]:
-        return int(upstream["NVFP4_4OVER6_CODE_FROM_ENV"])
-    return int(upstream["nvfp4_4over6_code"](value))
-
-
-def _4over6_recipe(upstream: Mapping[str, Any], code: int) -> Any:
-    return upstream["nvfp4_4over6_from_code"](code)
-
-
-# The helpers' own module (quantization/nvfp4_quantization_utils.py), found through one of them.
-NVFP4_4OVER6 = Codec("int", _4over6_code, _4over6_recipe,
-                     scope=lambda upstream: upstream["nvfp4_4over6_code"].__globals__)
-
-
-# SfLayout: an Enum up to 0.6.6 (flashinfer/fp4_quantization.py), an IntEnum from 0.6.7
-# (flashinfer/tllm_enums.py); 128x4 = 0, 8x4 = 1, linear = 2 in every release. It travels as its
-# value and comes back as the release's own member, read from the defining module. Only members
-# route: upstream compares the Enum with `==` (an int never equals a member up to 0.6.6) and reads
-# `.value` of it (mxfp8_quantize), so an int may mean something else there than here.
-def _sf_layout_code(upstream: Mapping[str, Any], value: Any) -> Any:
-    return None if value is None else int(value.value)
-
-
-def _sf_layout(upstream: Mapping[str, Any], code: Any) -> Any:
-    return None if code is None else upstream["SfLayout"](code)
-
-
-SF_LAYOUT = Codec("int", _sf_layout_code, _sf_layout,
-                  lambda upstream, value: isinstance(value, upstream["SfLayout"]))
-SF_LAYOUT_OR_NONE = Codec("int?", _sf_layout_code, _sf_layout,
-                          lambda upstream, value: value is None or isinstance(value, upstream["SfLayout"]))
-
-# topk_ids of trtllm_fp4_block_scale_routed_moe: a packed tensor, or (from 0.6.12) an (ids, weights)
-# pair; it travels as a list of one or two tensors.
-def _tensors(upstream: Mapping[str, Any], value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else [value]
-
-
-def _tensor_or_pair(upstream: Mapping[str, Any], value: Any) -> Any:
-    return value[0] if len(value) == 1 else tuple(value)
-
-
-TENSOR_OR_PAIR = Codec("Tensor[]", _tensors, _tensor_or_pair, lambda upstream, value: _is_tensors(value))
-
-
-def _is_tensors(value: Any) -> bool:
-    import torch
-
-    if isinstance(value, tuple):
-        return len(value) == 2 and all(isinstance(v, torch.Tensor) for v in value)
-    return isinstance(value, torch.Tensor)
-
-
-# cutlass_fused_moe's activation_type: a member of the release's ActivationType (an IntEnum, in
-# fused_moe/core.py up to 0.6.6, tllm_enums.py from 0.6.7), carried as its value and handed back as the member.
-# A plain int takes upstream's path (the kernel would get the member where the caller passed an int).
-ACTIVATION_TYPE = Codec("int", lambda upstream, value: int(value),
-                        lambda upstream, code: upstream["ActivationType"](code),
-                        lambda upstream, value: isinstance(value, upstream["ActivationType"]))
-
-
-# cutlass_fused_moe's quant_scales: a list of tensors (empty for BF16), or None where a caller
-# passes none; a tuple, or a list holding anything else, takes upstream's path.
-def _is_tensor_list(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, list) and all(isinstance(v, torch.Tensor) for v in value)
-
-
-TENSOR_LIST_OR_NONE = Codec("Tensor[]?", lambda upstream, value: value, lambda upstream, value: value,
-                            lambda upstream, value: value is None or _is_tensor_list(value))
-
-
-# nvfp4_quantize's a_global_sf: a tensor, or a host float (per token; the CuTe-DSL kernel from
-# 0.6.17), which travels as a 0-dim float64 CPU tensor and comes back as the float; the op reads it
-# on the host when it runs. A caller's own 0-dim float64 CPU tensor takes upstream's path (it would
-# come back a float).
-def _scale_code(upstream: Mapping[str, Any], value: Any) -> Any:
-    import torch
-
-    return torch.tensor(value, dtype=torch.float64) if isinstance(value, float) else value
-
-
-def _scale(upstream: Mapping[str, Any], code: Any) -> Any:
-    return float(code.item()) if _is_float_code(code) else code
-
-
-def _is_float_code(value: Any) -> bool:
-    import torch
-
-    return (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.float64
-            and value.device.type == "cpu")
-
-
-def _is_scale(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, float) or isinstance(value, torch.Tensor) and not _is_float_code(value)
-
-
-TENSOR_OR_FLOAT = Codec("Tensor", _scale_code, _scale, lambda upstream, value: _is_scale(value))
-
-
-# A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
-NONE_ONLY = Codec("int?", lambda upstream, value: None, lambda upstream, code: None,
-                  lambda upstream, value: value is None)
 
 
 # The cuda kernels; 0.7.4's "auto" is "cuda" unless batch_invariant. Not routed: "cute-dsl" and

@@ -41,7 +41,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from packaging.version import Version
 
-from .entries import ENTRIES, Entry, _parse
+from .entries import ENTRIES, Entry
+from .results import _parse
 from .fakes import RELEASE
 
 NAMESPACE = "nvfp4_overlay"

@@ -1,6 +1,6 @@
 """GPU proof of the routed serving APIs (the MoE pair, cutlass_fused_moe, mm_fp4, the norm-quant pair) on an H200 (SM90).
 
-    python3 bench/gpu_serving_proof.py --wheels .whl --out "$OUT" [--workspace .gpu-ws] [--only NAME,...]
+    python3 proofs/gpu/serving.py --wheels .whl --out "$OUT" [--workspace .gpu-ws] [--only NAME,...]
 
 `--wheels` holds `serving/` (patched flashinfer-python wheels, one per release), optionally
 `upstream/` (upstream wheels of some of those releases, the control), and `deps/` (apache-tvm-ffi
@@ -40,30 +40,21 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import driver
+
 MARK = "@@PROOF@@"
 E, TOP_K, H, INTER, T = 8, 2, 1024, 512, 64  # experts, top-k, hidden, intermediate, tokens
 
 
 def install(wheel: Path, deps: list[Path], target: Path) -> Path:
-    if not target.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-                        "--target", str(target), str(wheel), *map(str, deps)], check=True)
-    return target
+    return driver.install(wheel, deps, target, reuse=True)
 
 
 def run_child(site: Path, workspace: Path, only: str, timeout: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(site), FLASHINFER_WORKSPACE_BASE=str(workspace), MAX_JOBS="16",
                PROOF_ONLY=only, FLASHINFER_USE_CUDA_NORM="1")  # the norm pair: the CUDA module, not CuTe DSL
-    try:
-        done = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True, env=env,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        return {"crash": f"timed out after {timeout} s (the JIT build: run again with the same --workspace): "
-                         f"{str(exc.stdout or '')[-2000:]}"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"crash": (done.stderr or done.stdout)[-4000:]}
-    return json.loads(lines[-1][len(MARK):])
+    return driver.run_child(__file__, ["--child"], env, timeout, MARK).or_crash(
+        " (the JIT build: run again with the same --workspace)")
 
 
 # --- the calls --------------------------------------------------------------------------------------

@@ -1,26 +1,22 @@
-"""Write patches/flashinfer-python/audit-serving-api.json from scans of the carried releases.
+"""The serving-API audit's rules, written from scans of the carried releases: pure.
 
-python bench/api_audit_rules.py SCAN.json...   (each: api_audit.reaching() of one release, as
-[{"key": "flashinfer.x.f", ...}]). Names with an FP4/FP8/quantization marker get a rule each, by
-exact name; the others a rule per module family. The verdict and the reason come from CATEGORIES
-below, the first pattern that matches the function's full name; a name no category explains stops
-the script (classify it by hand). Review the diff before committing: the JSON is the audit.
+Names with an FP4/FP8/quantization marker (api_audit.MARKERS) get a rule each, by exact name; the
+others a rule per module family. The verdict and the reason come from CATEGORIES below, the first
+pattern that matches the function's full name; a name no category explains is refused (classify it
+here by hand). `nvfp4-overlay audit-api` writes patches/flashinfer-python/audit-serving-api.json with
+it and `audit-api --check` holds the committed audit to it.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import sys
-from pathlib import Path
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "bench"))
+from .api_audit import MARKERS
+from .errors import ConfigError
 
-from route_patches import routed_names  # noqa: E402
-
-from nvfp4_overlay.api_audit import AUDIT, MARKERS  # noqa: E402
+__all__ = ["CATEGORIES", "SGLANG_RUNNERS", "rules", "verdict"]
 
 OUT = "out of scope"
 # What SGLang's MoE runners (moe_runner/flashinfer_trtllm.py and flashinfer_cutlass.py, 0.5.12-0.5.23;
@@ -71,37 +67,34 @@ CATEGORIES: list[tuple[str, str, str]] = [
 ]
 
 
-def verdict(key: str) -> tuple[str, str]:
+def verdict(key: str, routed: Sequence[str]) -> tuple[str, str]:
+    """The verdict and the reason for one function (module.name), or ConfigError when no category explains it."""
     name = key.rsplit(".", 1)[1]
-    if name in routed_names():
+    if name in routed:
         return "routed", "routed to one opaque op while dynamo traces (entries.py)"
     if name in SGLANG_RUNNERS:
         return OUT, SGLANG_RUNNERS[name]
     for pattern, answer, why in CATEGORIES:
         if re.search(pattern, key):
             return answer, why
-    raise SystemExit(f"{key}: no category explains it; classify it by hand")
+    msg = f"{key}: no category of api_rules.py explains it; classify it by hand"
+    raise ConfigError(msg, item=key, expected="a category that explains it", found="none",
+                      fix="add a rule for it to SGLANG_RUNNERS or CATEGORIES in src/nvfp4_overlay/api_rules.py")
 
 
-def main(scans: list[str]) -> int:
-    keys = sorted({row["key"] for scan in scans for row in json.loads(Path(scan).read_text())})
-    rules, families = [], {}
-    for key in keys:
+def rules(keys: Iterable[str], routed: Sequence[str]) -> list[dict[str, Any]]:
+    """The audit's rules for the functions (module.name) the scans found, in the committed order."""
+    out: list[dict[str, Any]] = []
+    families: dict[tuple[str, str], None] = {}
+    for key in sorted(set(keys)):
         module, name = key.rsplit(".", 1)
-        answer, why = verdict(key)
+        answer, why = verdict(key, routed)
         if any(m in name.lower() for m in MARKERS) or answer != OUT or name in SGLANG_RUNNERS:
-            rules.append({"module": module, "name": name, "verdict": answer, "why": why})
+            out.append({"module": module, "name": name, "verdict": answer, "why": why})
         else:
             family = ".".join(module.split(".")[:2])
             families.setdefault((family, why), None)
     for (family, why) in families:
-        rules.append({"module": family if family == "flashinfer" else f"{family}*", "name": "*",
-                      "verdict": OUT, "why": why})
-    path = ROOT / "patches" / "flashinfer-python" / AUDIT
-    path.write_text(json.dumps({"rules": rules}, indent=1) + "\n")
-    print(f"wrote {path}: {len(rules)} rules for {len(keys)} functions", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        out.append({"module": family if family == "flashinfer" else f"{family}*", "name": "*",
+                    "verdict": OUT, "why": why})
+    return out

@@ -1,6 +1,6 @@
 """GPU proof of the CUDA-version patch (0001, revision 2) with the real nvcc, in one device call.
 
-    python3 bench/gpu_cuda_proof.py --wheels .whl --out "$OUT"
+    python3 proofs/gpu/cuda_versions.py --wheels .whl --out "$OUT"
 
 `--wheels` holds `upstream/`, `patched/` (revision 2) and `rev1/` (the turn-1 patch, the control)
 flashinfer-python wheels of one release, and `deps/` (apache-tvm-ffi for this interpreter).
@@ -29,6 +29,8 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import driver
+
 MARK = "@@PROOF@@"
 SPECS = [  # (module, function): built in the nvcc part
     ("fq", "gen_fp4_quantization_sm120_module"),
@@ -40,26 +42,17 @@ SPECS = [  # (module, function): built in the nvcc part
 
 def install(wheels: Path, flavor: str, root: Path) -> Path:
     (wheel,) = sorted((wheels / flavor).glob("flashinfer_python-*.whl"))
-    target = root / flavor
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     deps = [w for w in sorted((wheels / "deps").glob("*.whl")) if f"-{tag}-" in w.name]  # this interpreter's
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-                    "--target", str(target), str(wheel), *map(str, deps)], check=True)
-    return target
+    return driver.install(wheel, deps, root / flavor)
 
 
 def run_child(site: Path, mode: str, torch_cuda: str | None, workspace: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(site), FLASHINFER_WORKSPACE_BASE=str(workspace),
                PROOF_TORCH_CUDA=torch_cuda or "", MAX_JOBS="4")
-    done = subprocess.run([sys.executable, __file__, "--child", mode], capture_output=True, text=True, env=env,
-                          timeout=540)
-    lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"crash": (done.stderr or done.stdout)[-4000:]}
-    return json.loads(lines[-1][len(MARK):])
+    return driver.run_child(__file__, ["--child", mode], env, 540, MARK).or_crash()
 
 
-# ------------------------------------------------------------------------------------------ child
 def child_nvcc() -> dict:
     import torch
 
@@ -70,6 +63,8 @@ def child_nvcc() -> dict:
     import flashinfer
     from flashinfer.jit import core as jit_core
     from flashinfer.jit import cpp_ext
+
+    from nvfp4_overlay.probes.cuda_grid import _ninja_variable  # the probes' reader of build.ninja
 
     try:
         import flashinfer.quantization.fp4_quantization as fq
@@ -104,17 +99,6 @@ def child_nvcc() -> dict:
         for name, result in pool.map(build, SPECS):
             out["modules"][name] = result
     return out
-
-
-def _ninja_variable(text: str, name: str) -> list[str]:
-    lines = iter(text.splitlines())
-    for line in lines:
-        if line.startswith(f"{name} = "):
-            value = line[len(name) + 3:]
-            while value.endswith("$"):
-                value = value[:-1] + next(lines, "").strip()
-            return value.split()
-    return []
 
 
 def child_sm90() -> dict:

@@ -1,6 +1,6 @@
 """GPU proof of the routed entry points (patch 0002) and the opt-in op (0003), in one device call.
 
-    python3 bench/gpu_entry_proof.py --wheels .whl --out "$OUT"
+    python3 proofs/gpu/entry_points.py --wheels .whl --out "$OUT"
 
 `--wheels` holds `entry/` (patched flashinfer-python wheels, one per release), optionally
 `upstream/` (upstream wheels of some of those releases, the control), and `deps/` (apache-tvm-ffi
@@ -36,26 +36,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import driver
+
 MARK = "@@PROOF@@"
 
 
 def install(wheel: Path, deps: list[Path], target: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-                    "--target", str(target), str(wheel), *map(str, deps)], check=True)
-    return target
+    return driver.install(wheel, deps, target)
 
 
 def run_child(site: Path, workspace: Path, timeout: float) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(site), FLASHINFER_WORKSPACE_BASE=str(workspace), MAX_JOBS="8")
-    try:
-        done = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True, env=env,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        return {"crash": f"timed out after {timeout} s: {str(exc.stdout or '')[-2000:]}"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"crash": (done.stderr or done.stdout)[-4000:]}
-    return json.loads(lines[-1][len(MARK):])
+    return driver.run_child(__file__, ["--child"], env, timeout, MARK).or_crash()
 
 
 def calls(torch: Any) -> dict[str, tuple[tuple[Any, ...], dict[str, Any]]]:

@@ -1,6 +1,6 @@
 """GPU proof for the FlashInfer patches, on a real JIT loader and kernel launch (one device call).
 
-    python3 bench/gpu_proof.py --wheels .whl --out "$OUT" [--versions 0.6.1 0.6.3 0.6.8.post1]
+    python3 proofs/gpu/fp4_quantize.py --wheels .whl --out "$OUT" [--versions 0.6.1 0.6.3 0.6.8.post1]
 
 `--wheels` holds `upstream/` and `patched/` flashinfer-python wheels and `deps/` (apache-tvm-ffi for
 this interpreter). Each wheel is installed with `pip install --no-deps --target`. Then one fresh
@@ -37,19 +37,14 @@ import time
 import traceback
 from pathlib import Path
 
+import driver as proof_driver  # src/ on sys.path, before the probes' import below
+
+from nvfp4_overlay.probes.cases import FP4_LAYOUTS
+
 MARK = "@@GPU_PROOF@@"
 OP = "nvfp4_overlay.flashinfer_fp4_quantize.default"
-LAYOUTS = [
-    ("swizzled128-sf16", {"sf_vec_size": 16}, False),
-    ("swizzled8x4-sf16", {"sf_vec_size": 16, "is_sf_8x4_layout": True}, False),
-    ("linear-sf16", {"sf_vec_size": 16, "is_sf_swizzled_layout": False}, False),
-    ("swizzled128-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True}, False),
-    ("swizzled8x4-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True, "is_sf_8x4_layout": True}, False),
-    ("linear-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True, "is_sf_swizzled_layout": False}, False),
-    ("colmajor-swizzled128-sf16", {"sf_vec_size": 16}, True),
-    ("colmajor-linear-sf16", {"sf_vec_size": 16, "is_sf_swizzled_layout": False}, True),
-    ("colmajor-swizzled128-sf32", {"sf_vec_size": 32, "sf_use_ue8m0": True}, True),
-]
+# The probes' layouts (id, keyword arguments, column-major input), less the flag case that is no layout.
+LAYOUTS = [row for row in FP4_LAYOUTS if row[0] != "pdl-inverted"]
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -58,26 +53,19 @@ def install(wheels: Path, version: str, flavor: str, root: Path) -> Path:
     found = sorted((wheels / flavor).glob(f"flashinfer_python-{version}*.whl"))
     if len(found) != 1:
         raise SystemExit(f"{wheels / flavor}: expected one flashinfer_python-{version} wheel, found {found}")
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile"]
-    subprocess.run([*pip, "--target", str(target), str(found[0])], check=True)
-    return target
+    return proof_driver.install(found[0], [], target)
 
 
 def run_child(site: Path, deps: Path, version: str, flavor: str, timeout: float, upstream: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(deps)]), PYTHONUNBUFFERED="1",
                GPU_PROOF_UPSTREAM_SITE=str(upstream))
     start = time.monotonic()
-    try:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", flavor, version],
-            capture_output=True, text=True, env=env, timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return {"error": f"timed out after {timeout} s", "stderr": str(exc.stderr)[-4000:]}
-    found = [line for line in proc.stdout.splitlines() if line.startswith(MARK)]
-    result = json.loads(found[-1][len(MARK):]) if found else {"error": f"exit {proc.returncode}"}
+    child = proof_driver.run_child(__file__, ["--child", flavor, version], env, timeout, MARK)
+    if child.returncode is None:
+        return {"error": f"timed out after {timeout} s", "stderr": child.stderr[-4000:]}
+    result = child.result if child.result is not None else {"error": f"exit {child.returncode}"}
     result["wall_s"] = round(time.monotonic() - start, 1)
-    result["stderr_tail"] = proc.stderr[-3000:]
+    result["stderr_tail"] = child.stderr[-3000:]
     return result
 
 
@@ -646,7 +634,7 @@ def reference_check(torch, flashinfer, fq, arch, x) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheels", default=".whl")
-    parser.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    parser.add_argument("--out", default=os.environ.get("OUT", "proofs/gpu/results"))
     parser.add_argument("--versions", nargs="+", default=["0.6.1", "0.6.3", "0.6.8.post1"])
     parser.add_argument("--child-timeout", type=float, default=240)
     parser.add_argument("--child", nargs=2, metavar=("FLAVOR", "VERSION"))
