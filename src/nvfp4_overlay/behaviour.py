@@ -27,9 +27,10 @@ from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
 from .oracle import TRACE_GPUS, eager_digest
 from .probe_runner import unpack
-from .probes.cases import CANDIDATES, has_kernel
+from .probes.cases import CANDIDATES, has_kernel, kernel_gpus, ladder_gpus
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
+TRACED = tuple(f"{g[0]}.{g[1]}" for g in TRACE_GPUS)
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
 
 
@@ -88,7 +89,10 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "
                             f"{info['signature']}: a parameter would not reach the op")
-        for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+        for gpu in ladder_gpus(name, TRACED):
+            if gpu not in patched or gpu not in upstream:
+                problems.append(f"{release}: sm{gpu.replace('.', '')}: {name}: the ladder did not run there")
+                continue
             problems += _entry_problems(release, name, gpu, upstream[gpu].get(name, {}), patched[gpu].get(name, {}))
             ops = patched[gpu]["eager_ops"].get(name, {}).get("ops", [])
             if any(op.startswith("nvfp4_overlay::") for op in ops):
@@ -155,7 +159,7 @@ def upstream_fails(ladder: dict[str, Any], name: str) -> dict[str, dict[str, Any
     """For the upstream tree, per GPU: the first case's compile error, as the probe summed it up
     (kind, reason, explanation, dynamo's user stack); None: it compiled."""
     out: dict[str, dict[str, Any] | None] = {}
-    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+    for gpu in kernel_gpus(name, TRACED):  # where upstream refuses before any kernel, no loader is reached
         runs = ladder["upstream"][gpu].get(name, {})
         first = next((run for run in runs.values() if "compiled" in run), None)  # upstream compiles one case
         out[gpu] = None if first is None or "compiled" not in first else first["compiled"].get("error")

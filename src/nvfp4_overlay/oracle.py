@@ -30,6 +30,7 @@ from . import files
 from .files import short_digest
 from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
 from .probe_runner import run_probe
+from .probes.cases import ONLY_GPU
 
 PACKAGE = Path(__file__).resolve().parent
 PROBES = PACKAGE / "probes"  # whose source is part of every key
@@ -197,7 +198,17 @@ def ladder_for(side: Side, entries: Sequence[str], *, quick: bool, results: Resu
 
 
 def ladder_plan(entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
-    return {"entries": list(entries), "gpus": [list(g) for g in TRACE_GPUS], "quick": quick}
+    """Every entry point on TRACE_GPUS; those upstream runs on one other GPU alone (probes/cases.py
+    ONLY_GPU) on that GPU too, there alone."""
+    plan: dict[str, Any] = {"entries": list(entries), "gpus": [list(g) for g in TRACE_GPUS], "quick": quick}
+    alone: dict[str, list[str]] = {}
+    for name in entries:
+        if name in ONLY_GPU:
+            alone.setdefault(ONLY_GPU[name], []).append(name)
+    if alone:
+        plan["gpus"] += [[int(p) for p in gpu.split(".")] for gpu in sorted(alone)]
+        plan["gpu_entries"] = alone
+    return plan
 
 
 def compact_ladder(result: dict[str, Any]) -> dict[str, Any]:
@@ -205,12 +216,13 @@ def compact_ladder(result: dict[str, Any]) -> dict[str, Any]:
     compile errors (kind, reason, the builtin, dynamo's user stack), the opt-in op's launches."""
     out = {k: result[k] for k in ("version", "routed", "probed", "lookups")}
     out["entries"] = {name: {"signature": info["signature"]} for name, info in result["entries"].items()}
-    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+    for gpu in [f"{g[0]}.{g[1]}" for g in TRACE_GPUS] + sorted(set(ONLY_GPU.values())):
         if gpu not in result:
             continue
-        out[gpu] = {"opt_in_fp4_op": result[gpu]["opt_in_fp4_op"]}
+        out[gpu] = {k: result[gpu][k] for k in ("opt_in_fp4_op",) if k in result[gpu]}
         for name in result["entries"]:
-            out[gpu][name] = {case: _compact_run(run) for case, run in result[gpu][name].items()}
+            if name in result[gpu]:
+                out[gpu][name] = {case: _compact_run(run) for case, run in result[gpu][name].items()}
     if "error" in out["lookups"]:
         out["lookups"] = {"error": _compact_error(out["lookups"]["error"])}
     return out
