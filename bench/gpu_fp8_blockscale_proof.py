@@ -161,14 +161,20 @@ def run_child(wheel: Path, deps: list[Path], root: Path, compile_all: bool, time
     return result
 
 
+def one_op(graphs: list[dict[str, Any]]) -> bool:
+    (graph,) = graphs
+    op = "nvfp4_overlay.flashinfer_fp8_blockscale_gemm_sm90.default"
+    return graph["targets"].count(op) == 1 and all(t in (op, "<built-in function getitem>") for t in graph["targets"])
+
+
 def verdict(patched: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]:
     calls = patched.get("calls", {})
     theirs = upstream.get("calls", {})
     first = next(iter(theirs.values()), {})
     return {
         "calls": len(calls),
-        "compiled_one_op": all(r["compiled"]["graphs"][0]["targets"] == ["nvfp4_overlay.flashinfer_fp8_blockscale_gemm_sm90.default"]
-                               for r in calls.values() if "graphs" in r.get("compiled", {})),
+        # one opaque op per graph, and the getitem that takes its one fresh tensor
+        "compiled_one_op": all(one_op(r["compiled"]["graphs"]) for r in calls.values() if "graphs" in r.get("compiled", {})),
         "fake_equals_real": all(r.get("compiled", {}).get("fake_equals_real") for r in calls.values()),
         "compiled_equals_eager": all(r.get("compiled", {}).get("equal_eager") for r in calls.values()),
         "cuda_graph_equals_eager": all(r.get("cuda_graph", {}).get("equal_eager") for r in calls.values()),
@@ -186,6 +192,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", action="store_true")
     parser.add_argument("--compile-all", action="store_true")
+    parser.add_argument("--verdict", type=Path, help="recompute the verdict of a result JSON, in place")
     args = parser.parse_args()
     if args.child:
         try:
@@ -193,6 +200,12 @@ def main() -> None:
         except Exception:  # noqa: BLE001
             result = {"crash": traceback.format_exc()[-4000:]}
         print(MARK + json.dumps(result), flush=True)
+        return
+    if args.verdict:
+        result = json.loads(args.verdict.read_text())
+        result["verdict"] = verdict(result["patched"], result["upstream"])
+        args.verdict.write_text(json.dumps(result, indent=1))
+        print(json.dumps(result["verdict"], indent=1))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
