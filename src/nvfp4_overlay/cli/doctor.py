@@ -14,6 +14,10 @@ def cmd_doctor(ctx: Context) -> int:
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
                                         timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
+    if ctx.args.sglang_args is not None:
+        from .. import doctor_launch
+
+        doctor_launch.judge(document, ctx.args.sglang_args, ctx.args.model_arch)
     ctx.emit(document, render(document))
     return finding.exit_code
 

@@ -140,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
                    help="skip the live torch.compile(fullgraph=True) check (flashinfer is still imported)")
     p.add_argument("--trace-timeout", type=float, default=300, metavar="SECONDS",
                    help="give the check this long before calling it hung (default 300)")
+    p.add_argument("--sglang-args", metavar="ARGS", help="the SGLang server's launch arguments, quoted: whether "
+                   "the installed SGLang runs a fullgraph region for them, and what stays raw in it")
+    p.add_argument("--model-arch", metavar="NAME", help="with --sglang-args: the model's architecture "
+                   "(config.json's architectures[0], e.g. DeepseekV3ForCausalLM): the switches SGLang makes by model")
     _data(p, overlay=False)
     _output(p)
 
