@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import re
 import zipfile
 
 import pytest
 from helpers import PATCHES, cache_dir
 
-from nvfp4_overlay import fetch, sglang_launch, sglang_raw, sglang_releases
+from nvfp4_overlay import cli, fetch, sglang_launch, sglang_raw, sglang_releases
+from nvfp4_overlay.errors import UsageError
 
 BY_VERSION = {r.version: r for r in sglang_releases.audit_releases(PATCHES)}
 RELEASES = list(BY_VERSION)
@@ -107,3 +111,11 @@ def test_doctor_judges_the_installed_release_on_its_gpu() -> None:
     assert [r.split(" (")[0] for r in answer["raw_left"]] == ["fp8_blockscale_gemm_sm90", "tinygemm_bf16"]
     missing = {"notes": [], "distributions": {"sglang": {"installed": False}}}
     assert doctor_launch.judge(missing, "", None) is None and "not installed" in missing["notes"][0]  # type: ignore[index]
+
+
+def test_a_malformed_launch_line_is_a_usage_error_before_any_probe() -> None:
+    with pytest.raises(UsageError, match="--sglang-args: No closing quotation"):
+        sglang_launch.flags('--model "unclosed')
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        code = cli.main(["doctor", "--json", "--no-trace", "--sglang-args", '--x "y'])
+    assert code == 2 and json.loads(out.getvalue())["error"]["item"] == "--sglang-args"

@@ -15,6 +15,8 @@ from typing import Any
 
 from packaging.version import Version
 
+from .errors import UsageError
+
 # Models whose piecewise graph SGLang turns off by itself (NSA/DSA attention: GLM-5, DeepSeek-V3.2;
 # is_piecewise_cuda_graph_disabled_model, 0.5.10 on).
 DSA_MODELS = ("GlmMoeDsaForCausalLM", "DeepseekV32ForCausalLM")
@@ -69,7 +71,12 @@ def mode_of(version: str) -> Mode | None:
 def flags(args: str) -> dict[str, str]:
     """--name value and --name=value pairs of a launch line ('' for a bare flag)."""
     out: dict[str, str] = {}
-    words = shlex.split(args)
+    try:
+        words = shlex.split(args)
+    except ValueError as exc:
+        msg = f"--sglang-args: {exc} in {args!r}; give the server's launch arguments as one quoted string"
+        raise UsageError(msg, item="--sglang-args", expected="the launch arguments, quoted as the shell quotes them",
+                         found=args, fix="close every quote inside the arguments") from exc
     for i, word in enumerate(words):
         if not word.startswith("--"):
             continue
