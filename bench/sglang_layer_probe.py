@@ -17,12 +17,14 @@ topk_softmax as custom ops `sglfake::*` with fakes (their CPU bodies compute the
 nothing); the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
 What this is not yet: SGLang's `install_torch_compiled` with its split backend (the trace here is
 dynamo's own over the layer; the attention and MoE split ops appear as the opaque SGLang ops they
-are), DeepseekV3 (MLA) and the other releases; the run of the compiled graph (the routed op builds
+are), DeepseekV3 (MLA) and the other releases (0.5.20 stops in is_musa's `import torchada`:
+docs/sglang-regions.md); the run of the compiled graph (the routed op builds
 its JIT module then: a real nvcc job). docs/sglang-regions.md records what this found.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -37,7 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from nvfp4_overlay.probes import sglang_drivers, sglang_imports, sglang_machine, sglang_regions  # noqa: E402
+from nvfp4_overlay.probes import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
 Tensor = torch.Tensor
 MODEL = "sglang.srt.models.qwen3_moe"
@@ -110,6 +112,26 @@ def config() -> Any:
         mlp_only_layers=[], num_hidden_layers=1, vocab_size=1024, attention_bias=False, rope_scaling=None)
 
 
+def prefill_graph_config(ctx: Any) -> None:
+    """0.5.14 on: the server's CUDA graph settings at the release's defaults, prefill on tc_piecewise (the
+    layers read them; sglang_drivers.serve leaves resolution out, which fills them)."""
+    config = "sglang.srt.model_executor.cuda_graph_config"
+    if not ctx.has(config.replace(".", "/") + ".py"):
+        return
+    module = importlib.import_module(config)
+    settings = module.default_cuda_graph_config()
+    settings.prefill.backend = module.Backend.TC_PIECEWISE
+    context = importlib.import_module("sglang.srt.runtime_context") if ctx.has("sglang/srt/runtime_context.py") else None
+    args = getattr(getattr(context, "_CONTEXT", None), "_server_args", None)
+    if args is None:
+        args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
+    object.__setattr__(args, "cuda_graph_config", settings)
+    if context is not None and hasattr(context, "SpawnRanks"):  # 0.5.21 on: the bags are snapshots taken at publish
+        context.publish(args, role="scheduler", ranks=context.SpawnRanks(world_rank=0, gpu_id=0))
+    elif context is not None and hasattr(context, "publish"):
+        context.publish(args, role="scheduler")
+
+
 def single_rank_dp_attention() -> None:
     """dp_attention's globals as initialize_dp_attention sets them for one GPU, no DP attention."""
     module = importlib.import_module("sglang.srt.layers.dp_attention")
@@ -134,6 +156,7 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
     sglang_drivers.serve(ctx, backend)
+    prefill_graph_config(ctx)
     single_rank_dp_attention()
     quant = sglang_drivers.modelopt_fp4_config(ctx)
     layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(config(), 0, quant_config=quant,
@@ -145,11 +168,39 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
             method.process_weights_after_loading(module)
     gpu.for_tracing()
     builds.restore()
-    return layer, quant
+    return ctx, layer, quant
 
 
-def trace(layer: Any, quant: Any) -> dict[str, Any]:
-    contexts = importlib.import_module("sglang.srt.compilation.piecewise_context_manager")
+# Where each release keeps its piecewise graph's forward context: 0.5.8-0.5.14, then tc_piecewise's.
+FORWARD_CONTEXTS = (
+    ("sglang.srt.model_executor.runner_backend_utils.tc_piecewise_cuda_graph.context_manager",
+     "set_tc_piecewise_forward_context"),
+    ("sglang.srt.compilation.piecewise_context_manager", "set_forward_context"),
+)
+
+
+def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextlib.ExitStack:
+    """SGLang's own context managers of its piecewise graph (sglang_moe.piecewise), then the forward
+    context its attention and MoE ops read, as the runner sets them for one layer."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(sglang_moe.piecewise(ctx)())
+    published = "sglang.srt.model_executor.forward_context"
+    if ctx.has(published.replace(".", "/") + ".py"):  # 0.5.20 on: the per-forward context, its attention backend
+        module = importlib.import_module(published)  # a stand-in without pools (the KV cache is the split op's)
+        pool = types.SimpleNamespace(dtype=torch.float8_e4m3fn)  # an FP8 KV cache: no fused KV write in rope
+        backend = types.SimpleNamespace(token_to_kv_pool=pool, req_to_token_pool=None)
+        previous = module.set_forward_context(module.ForwardContext(attn_backend=backend))
+        stack.callback(module.set_forward_context, previous)
+    for name, setter in FORWARD_CONTEXTS:
+        if ctx.has(name.replace(".", "/") + ".py"):
+            stack.enter_context(getattr(importlib.import_module(name), setter)(
+                batch, [layer.self_attn.attn], quant, [layer.mlp.experts], []))
+            return stack
+    msg = "no piecewise forward context in this release"
+    raise LookupError(msg)
+
+
+def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
     forward_mode = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardMode
 
     class Batch:  # an EXTEND batch of 8 tokens; every other field None
@@ -166,14 +217,15 @@ def trace(layer: Any, quant: Any) -> dict[str, Any]:
         raise _Traced
 
     out: dict[str, Any] = {}
-    with contexts.enable_piecewise_cuda_graph(), contexts.enable_piecewise_cuda_graph_compile(), \
-            contexts.set_forward_context(batch, [layer.self_attn.attn], quant, [layer.mlp.experts], []):
+    with piecewise_contexts(ctx, batch, layer, quant):
         compiled = torch.compile(lambda p, h: layer(p, h, batch, None), fullgraph=True, backend=backend)
         try:
             compiled(torch.arange(8), torch.randn(8, 256, dtype=torch.bfloat16))
         except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
-                out["error"] = f"{type(exc).__name__}: {str(exc)[:1500]}"
+                text = str(exc)
+                where = text.find("from user code:")  # dynamo's user stack: where in SGLang the trace gave up
+                out["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")
     out["whole"] = "error" not in out
     out["ops"] = sorted({t for t in targets if t.startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake."))})
     return out
