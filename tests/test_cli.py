@@ -426,8 +426,13 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     for stack, regions in remaining.items():
         (at,) = [i for i, line in enumerate(lines) if line.startswith((f"  {stack}:", f"  {stack} (default):"))]
         assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
+        # never an unqualified "none": the audited regions' scope, then each call outside them
+        assert "in the audited regions; outside them: fp8_blockscale_gemm_sm90 (SM90" in lines[at + 1]
+        assert "tinygemm_bf16 (GPT-OSS (forward_dwdp)): routed" in lines[at + 1]
         for region in regions:
             assert region in lines[at + 1], (stack, region)
+    assert [c["function"] for c in json.loads(out)["conditional_raw"] if c["routed"]] == [
+        "fp8_blockscale_gemm_sm90", "tinygemm_bf16"]
 
 
 CARRIED_INKLING = ("0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21")

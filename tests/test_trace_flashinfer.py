@@ -48,7 +48,11 @@ LOADERS = {"mxfp8_quantize": "get_mxfp8_quantization_sm100_module", "rmsnorm_qua
                       "get_effective_map_to_tuning_buckets", "get_cuda_version"),
            # CuTe DSL only: its driver, before any compile (on the CPU probe at the driver's checks of
            # the input, which dynamo cannot decide; on a GPU at the kernel's compile and launch)
-           "silu_and_mul_nvfp4_quantize": "silu_and_mul_nvfp4_quantize_cute_dsl"}
+           "silu_and_mul_nvfp4_quantize": "silu_and_mul_nvfp4_quantize_cute_dsl",
+           # SM90 alone: the DeepGEMM runner's spec asks the toolkit's release
+           "fp8_blockscale_gemm_sm90": "gen_fp8_blockscale_gemm_sm90_module",
+           # 0.7.4 asks for its generated wgmma/tcgen05 programs first
+           "tinygemm_bf16": ("get_tinygemm2_module", "_tinygemm2_wgmma_program", "_tinygemm2_tcgen05_program")}
 
 
 @pytest.fixture
@@ -100,7 +104,9 @@ def test_upstream_fullgraph_fails_in_the_jit_loader(ladder: dict[str, Any], rele
         assert "_thread" in error["explanation"] and "allocate_lock" in error["explanation"]
 
 
-LAUNCHES = {"nvfp4_quantize_paged_kv_cache": 2}
+# the paged KV cache: K's and V's fp4_quantize; the FP8 block-scale GEMM: the runner's workspace
+# size, the workspace handed to it, the GEMM
+LAUNCHES = {"nvfp4_quantize_paged_kv_cache": 2, "fp8_blockscale_gemm_sm90": 3}
 
 
 @pytest.mark.parametrize("release", by_release(EVERY_CASE))
@@ -108,7 +114,7 @@ def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], 
     patched = ladder["patched"]
     for name in patched["entries"]:
         op = f"{behaviour.OP_PREFIX}{name}.default"
-        for gpu in GPUS:
+        for gpu in cases.ladder_gpus(name, GPUS):  # and the one GPU an SM90-only entry point runs on
             runs = patched[gpu][name]
             assert len(runs) >= (9 if name == "fp4_quantize" else 3), (name, sorted(runs))
             reached, kernel = 0, cases.has_kernel(name, gpu, release)
@@ -125,7 +131,8 @@ def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], 
             assert reached >= 2 if kernel else reached == 0, (name, gpu, sorted(runs))
         # The positive control of the eager check: the op log sees the probe's own aten::ones (and
         # what FlashInfer's path allocates), not ours.
-        ops = patched["12.0" if cases.has_kernel(name, "12.0", release) else "10.0"]["eager_ops"][name]["ops"]
+        gpu = next(g for g in cases.ladder_gpus(name, GPUS) if cases.has_kernel(name, g, release))
+        ops = patched[gpu]["eager_ops"][name]["ops"]
         assert "aten::ones" in ops and not [o for o in ops if o.startswith("nvfp4_overlay::")], (name, ops)
 
 
@@ -200,7 +207,8 @@ def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: d
     routed = behaviour.routed(ladder)
     for name in routed:
         broken = copy.deepcopy(ladder)
-        run = next(iter(broken["patched"]["12.0"][name].values()))
+        gpu = next(g for g in cases.ladder_gpus(name, GPUS) if cases.has_kernel(name, g, release))
+        run = next(iter(broken["patched"][gpu][name].values()))
         if run["compiled"]["fake_outputs"]:
             run["compiled"]["fake_outputs"][-1][1] = [1, 1]  # the last output's shape
             what = "the fake gives"
@@ -249,7 +257,7 @@ for _name in {names!r}:
     globals()[_name] = _broken(globals()[_name])
 """
 # The fakes that allocate (an in-place entry point's fake, fakes.nothing, allocates nothing to break).
-ALLOCATING = [n for n in ROUTED if n not in ("rmsnorm_quant", "fused_add_rmsnorm_quant")]
+ALLOCATING = [n for n in ROUTED if n not in ("rmsnorm_quant", "fused_add_rmsnorm_quant", "tinygemm_bf16")]
 
 
 @pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
@@ -268,8 +276,9 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
     assert behaviour.routed(found) == sorted(ROUTED)
     problems = behaviour.trace_problems(release, found, ROUTED)
     for name in ALLOCATING:
-        for gpu in ("sm120", "sm100"):
-            assert any(f"{gpu}: {name} [" in p and "the fake gives" in p for p in problems), (name, gpu)
+        for gpu in cases.kernel_gpus(name, GPUS):  # where a call reaches the fake (SM90 alone for the FP8 GEMM)
+            assert any(f"sm{gpu.replace('.', '')}: {name} [" in p and "the fake gives" in p for p in problems), \
+                (name, gpu)
 
 
 @pytest.mark.parametrize("release", by_release(RELEASES[:1]))

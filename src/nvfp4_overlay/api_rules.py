@@ -38,6 +38,16 @@ SGLANG_RUNNERS = {
                  "which traces once the singleton exists (a startup autotune or any eager call made it) and fails on its "
                  "class lock before: SGLang's code, not a kernel entry point",
 }
+# Routed functions that are not FP4: why SGLang needs them routed, by exact name.
+ROUTED_WHY = {
+    "fp8_blockscale_gemm_sm90": (
+        "routed to one opaque op while dynamo traces (entries.py): SGLang's FP8 block-scale linear layer calls it "
+        "inside the compiled region (layers/quantization/fp8_utils.py, 0.5.11 and 0.5.20; SM90 with "
+        "--fp8-gemm-backend flashinfer_deepgemm), where it breaks fullgraph in the JIT loader"),
+    "tinygemm_bf16": (
+        "routed to one opaque op while dynamo traces (entries.py): SGLang 0.5.20's GPT-OSS forward_dwdp "
+        "(models/gpt_oss.py) calls it inside the compiled region, where it breaks fullgraph in the JIT loader"),
+}
 CATEGORIES: list[tuple[str, str, str]] = [
     (r"\.(jit|aot|artifacts|compilation_context|__main__|collect_env|jit_cache)(\.|$)", OUT,
      "build machinery: JIT spec generators, AOT packaging, artifact download; not called in a model's forward"),
@@ -71,7 +81,7 @@ def verdict(key: str, routed: Sequence[str]) -> tuple[str, str]:
     """The verdict and the reason for one function (module.name), or ConfigError when no category explains it."""
     name = key.rsplit(".", 1)[1]
     if name in routed:
-        return "routed", "routed to one opaque op while dynamo traces (entries.py)"
+        return "routed", ROUTED_WHY.get(name, "routed to one opaque op while dynamo traces (entries.py)")
     if name in SGLANG_RUNNERS:
         return OUT, SGLANG_RUNNERS[name]
     for pattern, answer, why in CATEGORIES:

@@ -25,12 +25,13 @@ from .archive import WheelReader
 from .errors import OverlayError
 from .grid import compiled_digest, processes
 from .manifest import Target, load_upstream
-from .oracle import eager_digest, gpu_keys
+from .oracle import TRACE_GPUS, eager_digest, gpu_keys
 from .probe_runner import unpack
-from .probes.cases import CANDIDATES, has_kernel
+from .probes.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/cases.py)
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
+DEFAULT_GPUS = tuple(f"{g[0]}.{g[1]}" for g in TRACE_GPUS)
 
 
 # --- the CUDA-version grid -----------------------------------------------------------------------
@@ -78,6 +79,7 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
     gpus = gpu_keys(upstream)
     if not gpus or gpu_keys(patched) != gpus:  # a side that skipped a GPU would pass it unseen
         return [f"{release}: the patched ladder ran on {gpu_keys(patched)}, upstream's on {gpus}"]
+    base = _base_gpus(upstream)
     problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
                 for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
@@ -92,7 +94,12 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if info["schema"] != info["signature"]:
             problems.append(f"{release}: {name}: the op takes {info['schema']}, upstream's signature is "
                             f"{info['signature']}: a parameter would not reach the op")
-        for gpu in gpus:
+        for gpu in ladder_gpus(name, base):
+            if gpu not in gpus:
+                if gpu == ONLY_GPU.get(name) and base != DEFAULT_GPUS:
+                    continue  # a plan of its own (oracle.SM121_GPUS) runs no entry point alone elsewhere
+                problems.append(f"{release}: sm{gpu.replace('.', '')}: {name}: the ladder did not run there")
+                continue
             problems += _entry_problems(release, name, gpu, upstream[gpu].get(name, {}), patched[gpu].get(name, {}))
             ops = patched[gpu]["eager_ops"].get(name, {}).get("ops", [])
             if any(op.startswith("nvfp4_overlay::") for op in ops):
@@ -103,6 +110,11 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
             problems.append(f"{release}: sm{gpu}: torch.ops.flashinfer.fp4_quantize(..., enable_pdl=True) launches "
                             f"{opt_in['launches']}, the public fp4_quantize {opt_in.get('public')} (patch 0003)")
     return problems
+
+
+def _base_gpus(result: dict[str, Any]) -> tuple[str, ...]:
+    """The GPUs a ladder ran every entry point on: its keys less those an entry point runs on alone."""
+    return tuple(g for g in gpu_keys(result) if g not in ONLY_GPU.values())
 
 
 def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
@@ -166,7 +178,9 @@ def upstream_fails(ladder: dict[str, Any], name: str) -> dict[str, dict[str, Any
     """For the upstream tree, per GPU: the first case's compile error, as the probe summed it up
     (kind, reason, explanation, dynamo's user stack); None: it compiled."""
     out: dict[str, dict[str, Any] | None] = {}
-    for gpu in gpu_keys(ladder["upstream"]):
+    base = _base_gpus(ladder["upstream"])
+    for gpu in (g for g in kernel_gpus(name, base) if g in ladder["upstream"]):  # where upstream refuses
+        # before any kernel, no loader is reached
         runs = ladder["upstream"][gpu].get(name, {})
         first = next((run for run in runs.values() if "compiled" in run), None)  # upstream compiles one case
         out[gpu] = None if first is None or "compiled" not in first else first["compiled"].get("error")

@@ -165,7 +165,7 @@ def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Fi
     """What in the installed SGLang's compiled regions still breaks fullgraph under the installed
     FlashInfer's routes (patches/sglang/audit-regions.json), in the regions a fullgraph region of the
     release reaches (patches/sglang/region-reach.toml); None where the table has no answer."""
-    from . import sglang_audit, sglang_reach
+    from . import sglang_audit, sglang_raw, sglang_reach
 
     sglang, flashinfer = distributions["sglang"], distributions["flashinfer-python"]
     if not (sglang.get("installed") and flashinfer.get("installed")):
@@ -184,7 +184,7 @@ def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Fi
     said = "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})"
                      for region, by_gpu in left.items()) or "none"
     finding.notes.append(f"SGLang {version}'s compiled regions, raw FlashInfer or SGLang code left under this "
-                         f"FlashInfer: {said}")
+                         f"FlashInfer: {sglang_raw.qualified(said, sglang_raw.conditional_calls(routes))}")
     return left
 
 

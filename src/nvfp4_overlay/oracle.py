@@ -30,6 +30,7 @@ from . import files
 from .files import short_digest
 from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
 from .probe_runner import run_probe
+from .probes.cases import ONLY_GPU
 
 PACKAGE = Path(__file__).resolve().parent
 PROBES = PACKAGE / "probes"  # whose source is part of every key
@@ -206,8 +207,17 @@ def ladder_for(side: Side, entries: Sequence[str], *, quick: bool, results: Resu
 
 def ladder_plan(entries: Sequence[str], *, quick: bool, gpus: Gpus = TRACE_GPUS,
                 torch_cuda: str | None = None) -> dict[str, Any]:
-    """What the probe runs; torch's CUDA release is named only where it is not the probe's 12.8."""
+    """What the probe runs: every entry point on `gpus`; torch's CUDA release named only where it is not
+    the probe's 12.8. On the default GPUs, an entry point upstream runs on one other GPU alone
+    (probes/cases.py ONLY_GPU) runs on that GPU too, there alone."""
     plan: dict[str, Any] = {"entries": list(entries), "gpus": [list(g) for g in gpus], "quick": quick}
+    alone: dict[str, list[str]] = {}
+    for name in entries:
+        if name in ONLY_GPU and tuple(gpus) == TRACE_GPUS:
+            alone.setdefault(ONLY_GPU[name], []).append(name)
+    if alone:
+        plan["gpus"] += [[int(p) for p in gpu.split(".")] for gpu in sorted(alone)]
+        plan["gpu_entries"] = alone
     return {**plan, "torch_cuda": torch_cuda} if torch_cuda else plan
 
 
@@ -217,9 +227,10 @@ def compact_ladder(result: dict[str, Any]) -> dict[str, Any]:
     out = {k: result[k] for k in ("version", "routed", "probed", "lookups")}
     out["entries"] = {name: {"signature": info["signature"]} for name, info in result["entries"].items()}
     for gpu in gpu_keys(result):
-        out[gpu] = {"opt_in_fp4_op": result[gpu]["opt_in_fp4_op"]}
+        out[gpu] = {k: result[gpu][k] for k in ("opt_in_fp4_op",) if k in result[gpu]}
         for name in result["entries"]:
-            out[gpu][name] = {case: _compact_run(run) for case, run in result[gpu][name].items()}
+            if name in result[gpu]:
+                out[gpu][name] = {case: _compact_run(run) for case, run in result[gpu][name].items()}
     if "error" in out["lookups"]:
         out["lookups"] = {"error": _compact_error(out["lookups"]["error"])}
     return out

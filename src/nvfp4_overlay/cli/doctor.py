@@ -12,10 +12,18 @@ from .context import Context
 
 
 def cmd_doctor(ctx: Context) -> int:
+    if ctx.args.sglang_args is not None:
+        from .. import sglang_launch
+
+        sglang_launch.flags(ctx.args.sglang_args)  # a malformed line is exit 2 before the probe runs
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
                                         timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
     _jit(ctx, document, finding)
+    if ctx.args.sglang_args is not None:
+        from .. import doctor_launch
+
+        doctor_launch.judge(document, ctx.args.sglang_args, ctx.args.model_arch)
     ctx.emit(document, render(document))
     return finding.exit_code
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import sglang_raw
 from ..manifest import all_targets, load_stacks, load_upstream
 from ..patching import read_series
 from .context import Context
@@ -20,12 +21,14 @@ def cmd_list(ctx: Context) -> int:
         series.append({"target": str(target), "revision": upstream.revision, "local_version": upstream.local_version,
                        "patches": [p.name for p in patches], "wheels": len(upstream.wheels), "built": built})
     remaining = _remaining_raw(ctx)
+    conditional = _conditional_raw(ctx)
     document = {
         "default": stacks.default,
         "stacks": {s.name: [str(t) for t in s.targets] for s in stacks.ordered()},
         "upstream": {s.name: [str(t) for t in s.upstream] for s in stacks.ordered() if s.upstream},
         "series": series,
         "remaining_raw": remaining,
+        "conditional_raw": conditional,
     }
     lines = ["stacks:"]
     for stack in stacks.ordered():
@@ -33,7 +36,7 @@ def cmd_list(ctx: Context) -> int:
                      + ", ".join([*map(str, stack.targets), *(f"{t} (upstream, unpatched)" for t in stack.upstream)]))
         if stack.name in remaining:
             lines.append("    SGLang's compiled regions, raw FlashInfer or SGLang code left: "
-                         + _raw_line(remaining[stack.name]))
+                         + sglang_raw.qualified(_raw_line(remaining[stack.name]), conditional))
     lines.append("series:")
     for s in series:
         state = f"built: {', '.join(s['built'])}" if s["built"] else "not built"
@@ -48,6 +51,13 @@ def _remaining_raw(ctx: Context) -> dict[str, Any]:
     from .. import sglang_audit, sglang_releases
 
     return sglang_releases.remaining_by_stack(ctx.patches_dir, sglang_audit.read_routes(ctx.overlay_dir / "flashinfer-python"))
+
+
+def _conditional_raw(ctx: Context) -> list[dict[str, Any]]:
+    """The calls outside the audited regions (sglang_raw), against what the overlay source routes."""
+    from .. import sglang_audit
+
+    return sglang_raw.conditional_calls(sglang_audit.read_routes(ctx.overlay_dir / "flashinfer-python"))
 
 
 def _raw_line(regions: dict[str, Any]) -> str:

@@ -186,6 +186,10 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
                    help="skip the live torch.compile(fullgraph=True) check (flashinfer is still imported)")
     p.add_argument("--trace-timeout", type=_seconds, default=300, metavar="SECONDS",
                    help="give doctor's probe this long to answer (default 300; a cold trace takes minutes)")
+    p.add_argument("--sglang-args", metavar="ARGS", help="the SGLang server's launch arguments, quoted: whether "
+                   "the installed SGLang runs a fullgraph region for them, and what stays raw in it")
+    p.add_argument("--model-arch", metavar="NAME", help="with --sglang-args: the model's architecture "
+                   "(config.json's architectures[0], e.g. DeepseekV3ForCausalLM): the switches SGLang makes by model")
     _data(p, overlay=False)
     _output(p)
 

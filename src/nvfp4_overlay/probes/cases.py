@@ -49,8 +49,27 @@ NO_KERNEL: dict[str, dict[str, str]] = {
 }
 
 
+# Entry points upstream runs on one GPU alone, refusing every other before any kernel: the ladder
+# runs them on that GPU too, with their cases alone (the plan's "gpu_entries"); on the others every
+# call refuses. fp8_blockscale_gemm_sm90 asks _match_sm_version(["90", "90a"]) first, 0.6.1-0.7.4.
+ONLY_GPU: dict[str, str] = {"fp8_blockscale_gemm_sm90": "9.0"}
+
+
+def ladder_gpus(name: str, gpus: tuple[str, ...]) -> tuple[str, ...]:
+    """The GPUs the ladder runs the entry point on: the plan's, and its ONLY_GPU."""
+    only = ONLY_GPU.get(name)
+    return gpus + (only,) if only is not None and only not in gpus else gpus
+
+
+def kernel_gpus(name: str, gpus: tuple[str, ...]) -> tuple[str, ...]:
+    """Of the GPUs the ladder runs the entry point on, those upstream may launch its kernel on."""
+    return (ONLY_GPU[name],) if name in ONLY_GPU else gpus
+
+
 def has_kernel(name: str, gpu: str, release: str) -> bool:
     """Whether upstream builds a kernel for the entry point on the GPU ("12.0") in the release."""
+    if name in ONLY_GPU:
+        return gpu == ONLY_GPU[name]
     first = NO_KERNEL.get(name, {}).get(gpu)
     return first is None or Version(release) >= Version(first)
 
@@ -327,6 +346,56 @@ def _norm_rows(fused: bool) -> list[Row]:
     ]
 
 
+def _fp8_gemm(m: int, k: int, n: int, *, a8: bool = True, w8: bool = True,
+              per_token_w: bool = False) -> Callable[[Any], tuple[Any, ...]]:
+    """(input, weight, input_scale, weight_scale): DeepSeek FP8's W8A8 (per-token 1x128 input
+    scales, 128x128 weight blocks), or BF16 on either side without its scale."""
+    def inputs(torch: Any) -> tuple[Any, ...]:
+        x, w = bf16(m, k)(torch), bf16(n, k)(torch)
+        x_scale = torch.ones(m, k // 128) if a8 else None
+        w_scale = torch.ones(n if per_token_w else (n + 127) // 128, k // 128) if w8 else None
+        return (x.to(torch.float8_e4m3fn) if a8 else x, w.to(torch.float8_e4m3fn) if w8 else w, x_scale, w_scale)
+    return inputs
+
+
+def _k_mismatch(torch: Any) -> tuple[Any, ...]:
+    a, b = _fp8_gemm(40, 256, 256)(torch), _fp8_gemm(40, 128, 256)(torch)
+    return a[0], b[1], a[2], b[3]
+
+
+def _fp8_blockscale_gemm_sm90(sf_layout: Any) -> list[Row]:
+    fp16_out = {"out": _fp16_out(40, 256), "out_dtype": lambda torch: torch.float16}
+    return [
+        Row("w8a8-m40", {}, _fp8_gemm(40, 256, 256)),
+        Row("w8a8-m1", {}, _fp8_gemm(1, 512, 128)),  # M < 32: the swapAB kernel
+        Row("w8a8-out-fp16", fp16_out, _fp8_gemm(40, 256, 256)),
+        Row("bf16-w8-per-token", {}, _fp8_gemm(40, 256, 256, a8=False, per_token_w=True)),
+        Row("bf16-bf16", {}, _fp8_gemm(40, 256, 256, a8=False, w8=False)),
+        Row("out-dtype-fp16", {"out_dtype": lambda torch: torch.float16}, _fp8_gemm(40, 256, 256)),
+        Row("n-96", {}, _fp8_gemm(40, 256, 96)),  # N % 64 != 0: upstream refuses
+        Row("k-mismatch", {}, _k_mismatch),  # upstream refuses: so must the compiled call
+    ]
+
+
+def _tiny(m: int, k: int, n: int, *, bias: bool = True) -> Callable[[Any], tuple[Any, ...]]:
+    """(input, weight, out[, bias]): BF16 (m, k) @ (n, k).T into a BF16 (m, n) out."""
+    def inputs(torch: Any) -> tuple[Any, ...]:
+        out = torch.empty(m, n, dtype=torch.bfloat16)
+        extra = (bf16(n)(torch),) if bias else ()
+        return (bf16(m, k)(torch), bf16(n, k)(torch), out, *extra)
+    return inputs
+
+
+def _tinygemm_bf16(sf_layout: Any) -> list[Row]:
+    return [
+        Row("bias-m4", {}, _tiny(4, 128, 32)),  # GPT-OSS's router: a few tokens, 32 experts
+        Row("no-bias", {}, _tiny(4, 128, 32, bias=False)),
+        Row("pdl-m1", {"use_pdl": True}, _tiny(1, 256, 64)),
+        Row("skip-check", {"skip_check": True}, _tiny(8, 128, 16)),
+        Row("n-24", {}, _tiny(4, 128, 24)),  # output_features % 16 != 0: upstream refuses
+    ]
+
+
 _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "fp4_quantize": _fp4_quantize,
     "nvfp4_quantize": quant_cases.TABLES["nvfp4_quantize"],
@@ -342,6 +411,8 @@ _TABLES: dict[str, Callable[[Any], list[Row]]] = {
     "mm_fp4": _mm_fp4,
     **moe_cases.TABLES,
     "silu_and_mul_nvfp4_quantize": quant_cases.TABLES["silu_and_mul_nvfp4_quantize"],
+    "fp8_blockscale_gemm_sm90": _fp8_blockscale_gemm_sm90,
+    "tinygemm_bf16": _tinygemm_bf16,
 }
 
 # The public entry points the trace ladder calls (in this order); the overlay's entries.py says which it routes.

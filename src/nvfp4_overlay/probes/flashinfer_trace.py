@@ -112,7 +112,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     sys.addaudithook(box.audit)
     # Dynamo's first compile in a process imports and sets up much; do it once, before the forks.
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
-    entries = {name: getattr(flashinfer, name) for name in plan["entries"] if hasattr(flashinfer, name)}
+    entries = {name: fn for name in plan["entries"] if (fn := public(flashinfer, name)) is not None}
     out: dict[str, Any] = {"version": flashinfer.__version__, "entries": {}, "routed": _routed(),
                            "probed": list(plan["entries"]),
                            "warnings": [_clean(str(w.message), tree["path"]) for w in caught
@@ -130,15 +130,34 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     for cc in plan["gpus"]:
         key = f"{cc[0]}.{cc[1]}"
         _fake_capability(tuple(cc))
-        made = {name: list(case_table.cases(name, fn, quick=quick)) for name, fn in entries.items()}
+        only = plan.get("gpu_entries", {}).get(key)  # a GPU the plan runs some entry points on alone
+        here = {name: fn for name, fn in entries.items() if only is None or name in only}
+        made = {name: list(case_table.cases(name, fn, quick=quick)) for name, fn in here.items()}
         if overlay:
-            out[key] = forking.in_child(functools.partial(run_gpu, entries, made, box, tree["path"]))
-            out[key]["eager_ops"] = forking.in_child(functools.partial(eager_op_log, entries, made))
+            out[key] = forking.in_child(functools.partial(run_gpu, here, made, box, tree["path"]))
+            out[key]["eager_ops"] = forking.in_child(functools.partial(eager_op_log, here, made))
         else:
             out[key] = {name: forking.in_child(functools.partial(run_entry, fn, made[name], box, tree["path"]))
-                        for name, fn in entries.items()}
-        out[key]["opt_in_fp4_op"] = forking.in_child(functools.partial(opt_in_fp4_op, box))
+                        for name, fn in here.items()}
+        if only is None:
+            out[key]["opt_in_fp4_op"] = forking.in_child(functools.partial(opt_in_fp4_op, box))
     return out
+
+
+# Where the public functions the ladder calls are bound: flashinfer itself, else its gemm package
+# (fp8_blockscale_gemm_sm90 and tinygemm_bf16 are exported there alone).
+PUBLIC_PACKAGES = ("flashinfer", "flashinfer.gemm")
+
+
+def public(flashinfer: Any, name: str) -> Any:
+    """The public function `name` of the first package of PUBLIC_PACKAGES that binds it, or None."""
+    import importlib
+
+    for package in PUBLIC_PACKAGES:
+        module = flashinfer if package == "flashinfer" else importlib.import_module(package)
+        if hasattr(module, name):
+            return getattr(module, name)
+    return None
 
 
 def opt_in_fp4_op(box: Box) -> dict[str, Any]:

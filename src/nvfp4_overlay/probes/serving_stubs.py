@@ -4,7 +4,7 @@ The GEMM and MoE entry points reach more than the JIT build that flashinfer_trac
 cubin loader (``flashinfer.jit.cubin_loader``: checksums, the kernel-list header and the cubins,
 downloaded on a cache miss; ``setup_cubin_loader`` hands a ctypes callback to the built library),
 the AutoTuner (``AutoTuner.get().choose_one``: the tactic), and kernel modules whose Python wrappers
-use what a kernel function returns (a runner object, a tactic count). Stubbed here, each the way a
+use what a kernel function returns (a runner object, a tactic count, a workspace size). Stubbed here, each the way a
 server with a warm cache sees it, so that everything above the kernel is the wheel's own code:
 
 - the cubin cache is a directory of this process's own (``FLASHINFER_CUBIN_DIR``) that starts empty;

@@ -260,5 +260,22 @@ ENTRIES: Dict[str, Entry] = {
         hidden={"skip_check": ("bool", False)},
         live_attributes=True,
     ),
+    # Outside FP4, the two GEMMs SGLang calls inside its compiled regions: the FP8 block-scale GEMM
+    # of the FP8 linear layer (SM90 alone; upstream refuses every other GPU before any kernel) and
+    # GPT-OSS's small BF16 GEMM, which writes into `out`. The DeepGEMM runner's JIT build, its
+    # workspace and the launch run when the op runs.
+    "fp8_blockscale_gemm_sm90": Entry(
+        returns="out",
+        fake=fakes.fp8_blockscale_gemm_sm90,
+        inert=frozenset({"input_scale", "weight_scale"}),
+        mutates=frozenset({"out"}),
+    ),
+    "tinygemm_bf16": Entry(
+        returns="()",
+        fake=fakes.nothing,
+        inert=frozenset({"input", "weight", "out", "bias", "use_pdl", "skip_check"}),
+        mutates=frozenset({"out"}),
+        hidden={"skip_check": ("bool", False)},
+    ),
 }
 

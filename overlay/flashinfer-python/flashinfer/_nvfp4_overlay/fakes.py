@@ -233,7 +233,8 @@ def mxfp8_quantize(
 
 
 def nothing() -> None:
-    """rmsnorm_quant, fused_add_rmsnorm_quant: they write into `out` (and the residual) and return None."""
+    """rmsnorm_quant, fused_add_rmsnorm_quant, tinygemm_bf16: they write into `out` (and the residual)
+    and return None."""
     return None
 
 
@@ -243,6 +244,15 @@ def mm_fp4(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype = torch.bflo
     if out is not None:
         return out
     return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+
+
+def fp8_blockscale_gemm_sm90(input: torch.Tensor, weight: torch.Tensor, out: Any = None,
+                             out_dtype: Any = None) -> torch.Tensor:
+    # fp8_blockscale_gemm_sm90: the caller's out, else torch.empty(M, N, dtype=out_dtype or
+    # torch.bfloat16, device=input.device), M from input (M, K), N from weight (N, K); 0.6.1-0.7.4.
+    if out is not None:
+        return out
+    return input.new_empty((input.shape[0], weight.shape[0]), dtype=out_dtype or torch.bfloat16)
 
 
 def trtllm_fp4_block_scale_moe(hidden_states: torch.Tensor, output: Any = None,
