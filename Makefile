@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs sglang-regions-table sglang-regions-docs clean distclean
+.PHONY: wheels test test-fast test-releases test-torch oracle lint drift bench fuzz index docs cuda-audit sglang-regions-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -77,6 +77,11 @@ docs: $(VENV)/.ready
 	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
 	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
 	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
+
+# patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
+# call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.
+cuda-audit: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.cuda_audit_make $(ARGS)
 
 # patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.

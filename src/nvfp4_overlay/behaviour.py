@@ -74,8 +74,9 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
     for kind, result in (("upstream", upstream), ("patched", patched)):
         if "crash" in result:
             return [f"{release}: the {kind} probe crashed: {str(result['crash'])[-800:]}"]
-    problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
-                for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
+    problems = lookup_problems(release, patched.get("lookups") or {})
+    problems += [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
+                 for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
         info = patched["entries"].get(name)
         if info is None:
@@ -99,6 +100,21 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
             problems.append(f"{release}: sm{gpu}: torch.ops.flashinfer.fp4_quantize(..., enable_pdl=True) launches "
                             f"{opt_in['launches']}, the public fp4_quantize {opt_in.get('public')} (patch 0003)")
     return problems
+
+
+def lookup_problems(release: str, lookups: dict[str, Any]) -> list[str]:
+    """Patch 0001 exists so that get_cuda_version() and is_cuda_version_at_least() trace under
+    torch.compile(fullgraph=True) with no process and no file opened: if the patched wheel's do not,
+    the patch no longer acts (inert), whatever its hunks say."""
+    error, events = lookups.get("error"), lookups.get("events", [])
+    if error is None and not events:
+        return []
+    what = (f"fail torch.compile(fullgraph=True) ({error['kind']}: {error.get('reason', '')}, in "
+            f"{' > '.join(error.get('stack', [])[-3:])})" if error else f"start or open {events[:2]} while traced")
+    return [f"{release}: inert: the patched wheel's get_cuda_version()/is_cuda_version_at_least() {what}, as "
+            f"upstream's do: callers reach another lookup than the one patch 0001 replaces. Run 'nvfp4-overlay drift "
+            f"--against {release}' to see the name upstream re-binds, move 0001's decorator onto what it binds (or "
+            f"port the new lookup into the overlay's cuda.py), then refresh again"]
 
 
 def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
@@ -239,7 +255,6 @@ def _audit_problems(target: Target, upstream: Path, patches_dir: Path) -> list[s
         files = {n: reader.read(n).decode("utf-8", "replace") for n in reader.infos
                  if n.endswith(".py") and not n.startswith("flashinfer/data/")}
     changed = [f"{target}: {problem}" for problem in cuda_audit.lookup_changes(files)]
-    missing = cuda_audit.unclassified_in(files, cuda_audit.load_audit(patches_dir))
-    return changed + [f"{target}: {s.module} {s.qualname} calls {s.call}, which {patches_dir}/flashinfer-python/"
-                      f"{cuda_audit.AUDIT} does not classify: say whether it decides what nvcc compiles"
-                      for s in missing]
+    audit = cuda_audit.load_audit(patches_dir)
+    missing = cuda_audit.unclassified_in(files, audit)
+    return changed + [f"{target}: {cuda_audit.new_call_problem(s, audit, patches_dir)}" for s in missing]

@@ -21,12 +21,18 @@ a process and fullgraph fails. Here the answer is upstream's unless the audit sa
   cannot inspect frames), get ``torch.version.cuda``: the runtime the kernels run on, known without
   a process (the toolkit's release when torch has no CUDA).
 
-The call site is the calling frame's module and innermost named scope: a lambda or a comprehension
-asks for the function it sits in, a forwarder (FORWARDERS) for its caller. A FlashInfer caller the
-audit does not know (in neither RUN_TIME nor TOOLKIT) gets upstream's answer and warns once.
+The call site is the call itself: the calling frame's module and innermost named scope (a lambda
+or a comprehension asks for the function it sits in, a forwarder (FORWARDERS) for its caller), and
+the call the frame is making, named by its source text and how many calls of that text come before
+it in that scope (robust to lines upstream adds around it). A FlashInfer call the audit does not
+list gets upstream's answer and warns once, also one inside a function whose other calls it lists:
+a new lookup in an audited function is a new question nobody has answered.
 """
 
+import ast
+import io
 import json
+import linecache
 import os
 import re
 import shutil
@@ -35,7 +41,7 @@ import sys
 import warnings
 from inspect import CO_OPTIMIZED
 from types import CodeType, FrameType
-from typing import Callable, Dict, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple, TypeVar
 
 import torch
 from packaging.version import Version
@@ -44,6 +50,7 @@ from .cuda_sites import FORWARDERS, RUN_TIME, TOOLKIT
 
 F = TypeVar("F", bound=Callable[..., object])
 Site = Tuple[str, str]  # (module, qualified name of the innermost named scope)
+Call = Tuple[str, int]  # (the call's source text, how many calls of that text come before it in the scope)
 
 
 class UnauditedCudaVersionCall(UserWarning):
@@ -61,7 +68,9 @@ _cuda_path: Dict[str, str] = {}
 _toolkit: Dict[str, Version] = {}
 _torch: Dict[str, Version] = {}
 _sites: Dict[CodeType, Site] = {}
-_answers: Dict[Site, str] = {}
+_answers: Dict[CodeType, Dict[int, str]] = {}  # code object -> f_lasti -> the answer of that call
+_warned: Set[object] = set()
+_files: Dict[str, "_FileCalls"] = {}  # co_filename -> its calls, parsed once
 _code_names: Dict[str, Dict[CodeType, str]] = {}  # Python 3.10: module -> its code objects' qualnames
 
 
@@ -121,11 +130,24 @@ def toolkit_cuda_version() -> Version:
 
 
 def _version_for(frame: FrameType) -> Version:
-    answer = _answer(_site(frame))
+    answer = _answer_at(frame)
     while answer == _FORWARDS and frame.f_back is not None:
         frame = frame.f_back  # a forwarder asks for its caller
-        answer = _answer(_site(frame))
+        answer = _answer_at(frame)
     return torch_cuda_version() if answer == _TORCH else toolkit_cuda_version()
+
+
+def _answer_at(frame: FrameType) -> str:
+    """The answer of the call the frame is making, kept per code object and instruction: a call site
+    is found once a process (its file parsed once), then answered from two dict lookups."""
+    at = _answers.get(frame.f_code)
+    if at is None:
+        at = _answers[frame.f_code] = {}
+    answer = at.get(frame.f_lasti)
+    if answer is None:
+        module, qualname = _site(frame)
+        answer = at[frame.f_lasti] = _classify(module, qualname, _calls_at(frame))
+    return answer
 
 
 def _site(frame: FrameType) -> Site:
@@ -135,25 +157,24 @@ def _site(frame: FrameType) -> Site:
     return _sites[code]
 
 
-def _answer(site: Site) -> str:
-    if site not in _answers:
-        _answers[site] = _classify(*site)
-    return _answers[site]
-
-
-def _classify(module: str, qualname: str) -> str:
-    if _listed(RUN_TIME, module, qualname):
-        return _TORCH
-    if _listed(FORWARDERS, module, qualname):
-        return _FORWARDS
-    if not _listed(TOOLKIT, module, qualname) and module.partition(".")[0] == "flashinfer":
+def _classify(module: str, qualname: str, calls: Tuple[Call, ...]) -> str:
+    """The audit's answer for the call (RUN_TIME, FORWARDERS, TOOLKIT), upstream's for one it does not
+    list. Python 3.10 knows the line alone: several calls on it count as one if the audit answers them alike."""
+    answers = {answer for answer, table in ((_TORCH, RUN_TIME), (_FORWARDS, FORWARDERS), (_TOOLKIT, TOOLKIT))
+               for call in calls if call in _listed(table, module, qualname)}
+    if len(answers) == 1:
+        return answers.pop()
+    said = calls[0][0] if len(calls) == 1 else "a call whose source it cannot read" if not calls else (
+        "one of: " + ", ".join(c[0] for c in calls))
+    if module.partition(".")[0] == "flashinfer" and (module, qualname, calls) not in _warned:
+        _warned.add((module, qualname, calls))
         warnings.warn(
-            f"flashinfer: {module} {qualname} asks for the CUDA version and is not in nvfp4-overlay's "
-            "audit; it gets the toolkit's release, as upstream answers it. Report it to nvfp4-overlay "
-            "(patches/flashinfer-python/audit-cuda-versions.json), saying whether it decides what nvcc "
-            "compiles.",
+            f"flashinfer: {module} {qualname} asks for the CUDA version ({said}) and the call is not in "
+            "nvfp4-overlay's audit; it gets the toolkit's release, as upstream answers it. Report it to "
+            "nvfp4-overlay (patches/flashinfer-python/audit-cuda-versions.json), saying whether it decides "
+            "what nvcc compiles.",
             UnauditedCudaVersionCall,
-            stacklevel=5,  # the caller, past _answer, _version_for and get_cuda_version
+            stacklevel=5,  # the caller, past _answer_at, _version_for and get_cuda_version
         )
     return _TOOLKIT
 
@@ -176,11 +197,12 @@ def _module_of(frame: FrameType) -> str:
     return str(module)
 
 
-def _listed(table: Mapping[str, "frozenset[str]"], module: str, qualname: str) -> bool:
-    names = table.get(module)
-    if names is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
-        names = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
-    return names is not None and qualname in names
+def _listed(table: Mapping[str, Mapping[str, "frozenset[Call]"]], module: str, qualname: str) -> "frozenset[Call]":
+    """The calls the table lists in the function: (source text, calls of that text before it)."""
+    functions = table.get(module)
+    if functions is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
+        functions = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
+    return frozenset() if functions is None else functions.get(qualname, frozenset())
 
 
 def _matches(pattern: str, module: str) -> bool:
@@ -248,6 +270,99 @@ def _names_in(namespace: Mapping[str, object], module: str) -> Dict[CodeType, st
 
 
 _qualname = qualname_from_code if hasattr(CodeType, "co_qualname") else qualname_by_search
+
+
+# --- the call the calling frame is making ------------------------------------------------------
+
+
+def _calls_at(frame: FrameType) -> Tuple[Call, ...]:
+    """The call at the frame's instruction, named as the audit names it (cuda_scan.py): its source
+    text and how many calls of that text come before it in its named scope. Python 3.11+ gives the
+    instruction's columns, so the call is the one that ends there (every call ends at a ')' of its
+    own); 3.10 gives the line, so every call on it. None found (no source): no call the audit lists."""
+    calls = _files.get(frame.f_code.co_filename)
+    if calls is None:
+        calls = _files[frame.f_code.co_filename] = _FileCalls(frame.f_code.co_filename)
+    end = _call_end(frame)
+    if end is not None:
+        found = calls.ending_at(end)
+        return () if found is None else (found,)
+    return calls.on_line(frame.f_lineno)
+
+
+def call_end_from_code(frame: FrameType) -> Optional[Tuple[int, int]]:
+    """Where the frame's current call ends (line, column), from the code's positions (Python 3.11)."""
+    index = frame.f_lasti // 2  # one position per 2-byte code unit, caches included
+    for i, (_, end_line, _, end_col) in enumerate(frame.f_code.co_positions()):  # type: ignore[attr-defined]
+        if i == index:
+            return None if end_line is None or end_col is None else (end_line, end_col)
+    return None
+
+
+def call_end_unknown(frame: FrameType) -> Optional[Tuple[int, int]]:
+    return None  # Python 3.10: lines only
+
+
+_call_end = call_end_from_code if hasattr(CodeType, "co_positions") else call_end_unknown
+
+
+class _FileCalls:
+    """Every call of one source file, by where it ends, with the named scope it sits in (a lambda's
+    or a comprehension's calls are its enclosing function's; decorators, defaults and bases run in
+    the scope around the def), as cuda_scan.py walks them."""
+
+    def __init__(self, filename: str) -> None:
+        text = "".join(linecache.getlines(filename))
+        self.lines = io.StringIO(text, newline="").readlines()
+        self.by_end: Dict[Tuple[int, int], Tuple[str, ast.Call]] = {}
+        self.by_scope: Dict[str, List[ast.Call]] = {}
+        self.named: Dict[Tuple[int, int], Call] = {}
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            return
+        self._walk(tree.body, [])
+
+    def ending_at(self, end: Tuple[int, int]) -> Optional[Call]:
+        if end not in self.named and end in self.by_end:
+            scope, node = self.by_end[end]
+            text = self._text(node)
+            before = [n for n in self.by_scope[scope] if (n.lineno, n.col_offset) < (node.lineno, node.col_offset)]
+            self.named[end] = (text, sum(1 for n in before if self._text(n) == text))
+        return self.named.get(end)
+
+    def on_line(self, line: int) -> Tuple[Call, ...]:
+        ends = [end for end, (_, node) in self.by_end.items() if node.lineno <= line <= end[0]]
+        return tuple(c for c in (self.ending_at(end) for end in sorted(ends)) if c is not None)
+
+    def _walk(self, nodes: List[ast.AST], scope: List[str]) -> None:
+        name = ".".join(scope[:-1] if scope[-1:] == ["<locals>"] else scope) or "<module>"
+        todo = list(reversed(nodes))
+        while todo:
+            node = todo.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                outer: List[ast.AST] = [*node.decorator_list]
+                if isinstance(node, ast.ClassDef):
+                    outer += [*node.bases, *node.keywords]
+                else:
+                    outer += [node.args, *([node.returns] if node.returns else [])]
+                self._walk(outer, scope)
+                inner = [*scope, node.name] + ([] if isinstance(node, ast.ClassDef) else ["<locals>"])
+                self._walk(list(node.body), inner)
+                continue
+            if isinstance(node, ast.Call) and node.end_lineno is not None and node.end_col_offset is not None:
+                self.by_end[(node.end_lineno, node.end_col_offset)] = (name, node)
+                self.by_scope.setdefault(name, []).append(node)
+            todo.extend(reversed(list(ast.iter_child_nodes(node))))
+
+    def _text(self, node: ast.Call) -> str:
+        """ast.get_source_segment over lines split once (columns are UTF-8 byte offsets)."""
+        first, last = node.lineno - 1, int(node.end_lineno or node.lineno) - 1
+        start, end = node.col_offset, int(node.end_col_offset or 0)
+        if first == last:
+            return self.lines[first].encode()[start:end].decode()
+        head = self.lines[first].encode()[start:].decode()
+        return "".join([head, *self.lines[first + 1:last], self.lines[last].encode()[:end].decode()])
 
 
 # --- finding the toolkit, as upstream does, without a process ---------------------------------
