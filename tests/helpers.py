@@ -231,6 +231,10 @@ class ReleaseOracle:
             self._ladders[release, quick] = self.oracle.ladder(*self.sides(release), entries, quick=quick)
         return self._ladders[release, quick]
 
+    def shapes(self, release: str, entries: Sequence[str]) -> dict[str, Any]:
+        """The patched tree's fakes against upstream's wrapper at every rank (probes/fake_shapes.py)."""
+        return self.oracle.shapes(self.sides(release)[1], entries)
+
     def grid(self, release: str) -> dict[str, Any]:
         if release not in self._grids:
             self._grids[release] = self.oracle.grid(*self.sides(release), control=True)

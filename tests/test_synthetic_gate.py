@@ -9,8 +9,12 @@ at calls, bindings and shapes:
   mm_fp4's backend order): classified by its function, it got torch's release unreviewed;
 - ``get_cuda_version`` re-bound below the def patch 0001 decorates, to a lookup that reads the toolkit's
   files: callers reach upstream's new lookup, which does not trace under fullgraph;
+- fp4_quantize's scale factors keep a 3-D input's leading dimensions: the ladder's cases are 2-D, so
+  the fake's old rule went unseen and a compiled graph would be built on a shape the run does not return.
 
-Now drift lists the new call and calls 0001 inert, and refresh refuses each naming the call or the name.
+Now drift lists the new call and calls 0001 inert, and refresh refuses each naming the call or the
+name; the shape rule is refused by the fakes probed against upstream's wrapper at every rank
+(probes/fake_shapes.py), after the grid and the quick ladder pass (the one case here that probes).
 """
 
 from __future__ import annotations
@@ -66,7 +70,24 @@ def _toolkit_cuda_version() -> Version:
 '''
 
 
+FP4 = "flashinfer/quantization/fp4_quantization.py"
+_SF_TAIL = """    if is_column_major:
+        x_q = x_q.transpose(-2, -1)
+        sf = sf.transpose(-2, -1)
+"""
+
+
+def _sf_keeps_leading_dims(text: str) -> str:
+    """fp4_quantize's scale factors keep a 3-D (or 4-D) input's leading dimensions; no new parameter."""
+    start = text.index("def fp4_quantize(")
+    at = text.index(_SF_TAIL, start) + len(_SF_TAIL)
+    return text[:at] + """    if input.dim() > 2:  # one block of scale factors per leading index
+        sf = sf.reshape(*input.shape[:-2], -1, sf.shape[-1])
+""" + text[at:]
+
+
 CASES: dict[str, dict[str, Callable[[str], str]]] = {
+    "sf-keeps-the-leading-dimensions": {FP4: _sf_keeps_leading_dims},
     "new-call-in-a-run-time-function": {GEMM: _new_call_in_a_run_time_function},
     "lookup-rebound-below-the-patched-def": {CPP_EXT: _lookup_rebound},
 }
@@ -145,3 +166,11 @@ def test_refresh_refuses_a_rebound_lookup_as_inert(origin: Path, tmp_path: Path)
     assert "0001-cuda-version-without-subprocess.patch: inert: 0.7.5: flashinfer.jit.cpp_ext.get_cuda_version " \
            f"resolves to `{REBOUND}`" in output, output[-3000:]
     assert "move the decorator line onto the object the name now binds" in output
+
+
+def test_refresh_refuses_a_shape_rule_the_fake_does_not_know(origin: Path, tmp_path: Path) -> None:
+    code, output = _refresh(_house(origin, tmp_path, "sf-keeps-the-leading-dimensions"), private_cache(tmp_path / "c"))
+    assert code == 1, output[-3000:]
+    assert re.search(r"0\.7\.5: sm1[02]0: fp4_quantize \[swizzled128-sf16@3d\]: the fake gives .*\[128, 16\].*, "
+                     r"upstream's wrapper .*\[2, 64, 16\]", output), output[-3000:]
+    assert "port it into the overlay's fakes.py" in output

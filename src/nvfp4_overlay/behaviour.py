@@ -167,6 +167,34 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
     return problems
 
 
+def shape_problems(release: str, shapes: dict[str, Any]) -> list[str]:
+    """Every call, a case of probes/cases.py at some rank, whose fake gives other outputs than upstream's
+    wrapper (with a no-op kernel) where the wrapper accepts it: the compiled graph would be built on a
+    shape the run does not return. A call upstream refuses is the trace ladder's to hold."""
+    if "crash" in shapes:
+        return [f"{release}: the fake-shape probe crashed: {str(shapes['crash'])[-800:]}"]
+    problems = []
+    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+        for name, runs in shapes.get(gpu, {}).items():
+            for case, run in runs.items():
+                wrapper, fake = run["wrapper"], run["fake"]
+                if isinstance(wrapper, dict) or fake == "upstream" or fake == wrapper:
+                    continue  # upstream refuses; the op does not take it (upstream's path); the same
+                base = runs.get(case.rsplit("@", 1)[0] + "@" + _rank_of(runs, case))
+                if isinstance(fake, dict) and base is not None and isinstance(base["fake"], dict):
+                    continue  # the fake cannot run this row at any rank (a host value it reads back)
+                problems.append(f"{release}: sm{gpu.replace('.', '')}: {name} [{case}]: the fake gives {fake}, "
+                                f"upstream's wrapper {wrapper}: upstream's shape rule for this input changed; "
+                                f"port it into the overlay's fakes.py (a named release constant), then refresh again")
+    return problems
+
+
+def _rank_of(runs: dict[str, Any], case: str) -> str:
+    """The rank the row itself is written at (the first of its variants probes/fake_shapes.py lists)."""
+    row = case.rsplit("@", 1)[0]
+    return next((c.rsplit("@", 1)[1] for c in runs if c.rsplit("@", 1)[0] == row), "")
+
+
 def upstream_fails(ladder: dict[str, Any], name: str) -> dict[str, dict[str, Any] | None]:
     """For the upstream tree, per GPU: the first case's compile error, as the probe summed it up
     (kind, reason, explanation, dynamo's user stack); None: it compiled."""
@@ -228,6 +256,8 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     problems += grid_problems(target.version, checks.grid(upstream, patched))
     ladder = checks.ladder(upstream, patched, ROUTED_CANDIDATES, quick=quick)
     problems += trace_problems(target.version, ladder, routed(ladder))
+    # Every row at every rank, fake against upstream's wrapper, also under --quick: no trace, seconds.
+    problems += shape_problems(target.version, checks.shapes(patched, ROUTED_CANDIDATES))
     return problems
 
 

@@ -241,6 +241,21 @@ def eager_digest(eager: dict[str, Any] | str) -> str:
     return short_digest({k: eager.get(k) for k in ("outputs", "launches", "error")})
 
 
+# --- the fakes against upstream's wrapper, at every rank ------------------------------------------------
+
+
+def shapes_for(patched: Side, entries: Sequence[str], *, results: Results) -> dict[str, Any]:
+    """A patched tree's routed entry points, fake against upstream's wrapper (probes/fake_shapes.py)."""
+    plan = {"entries": list(entries), "gpus": [list(g) for g in TRACE_GPUS]}
+
+    def compute() -> dict[str, Any]:
+        found: dict[str, Any] = run_probe("fake_shapes", {**plan, "trees": [{"key": "tree", "path": str(patched.tree())}]})["tree"]
+        return found
+
+    result: dict[str, Any] = results.computed("fake_shapes", patched, key_of("fake_shapes", patched, plan), compute)
+    return result
+
+
 # --- the CUDA-version grid -------------------------------------------------------------------------
 
 
@@ -289,6 +304,9 @@ class Oracle:
     def ladder(self, upstream: Side, patched: Side, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
         return {"upstream": self.upstream_ladder(upstream, entries),
                 "patched": ladder_for(patched, entries, quick=quick, results=self.results)}
+
+    def shapes(self, patched: Side, entries: Sequence[str]) -> dict[str, Any]:
+        return shapes_for(patched, entries, results=self.results)
 
     def upstream_ladder(self, upstream: Side, entries: Sequence[str]) -> dict[str, Any]:
         kept = self._committed(upstream, "ladder", key_of("flashinfer_trace", upstream, ladder_plan(entries, quick=False)))
