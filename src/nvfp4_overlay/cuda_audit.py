@@ -223,7 +223,7 @@ def regenerated(audit: Audit, scans: Mapping[str, Sequence[CallSite]]) -> list[d
     problems = []
     for release in releases:
         for site in scans[release]:
-            entry = audit.entry_of(site, by_call=False)
+            entry = audit.entry_of(site, by_call=True) or audit.entry_of(site, by_call=False)
             if entry is None:
                 problems.append(f"{release}: {site.describe()}")
                 continue
@@ -234,7 +234,7 @@ def regenerated(audit: Audit, scans: Mapping[str, Sequence[CallSite]]) -> list[d
                           fix=f"classify them in patches/flashinfer-python/{AUDIT} first")
     out = []
     for i, entry in enumerate(audit.entries):
-        nths = sorted(n for (j, n) in seen if j == i) or [int(entry.get("nth", 0))]
+        nths = sorted({int(entry.get("nth", 0)), *(n for (j, n) in seen if j == i)})
         for nth in nths:
             found = seen.get((i, nth))
             out.append(_with_releases(entry, nth, found, releases) if found else {**entry, "nth": nth})
