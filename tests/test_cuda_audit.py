@@ -10,6 +10,8 @@ at. tests/test_cuda_scopes.py holds the scan to the run time, scope by scope.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
+from typing import Any
 import datetime
 import functools
 
@@ -198,3 +200,38 @@ def test_a_new_call_inside_an_audited_run_time_function_is_unclassified() -> Non
     (new,) = cuda_audit.unclassified_in(added, AUDIT)
     assert new.identity == ("flashinfer.gemm.gemm_base", "_heuristic_func_mm_fp4", "is_cuda_version_at_least('12.9')", 0)
     assert "other calls the audit answers torch" in cuda_audit.new_call_problem(new, AUDIT, PATCHES)
+
+
+def _overlay_cuda() -> dict[str, Any]:
+    """The overlay's cuda_calls.py (the run time's call finder) as a namespace: it imports nothing of the overlay."""
+    path = CUDA_SITES.parent / "cuda_calls.py"
+    namespace: dict[str, Any] = {"__name__": "overlay_cuda_calls_under_test"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.upstream
+def test_the_run_time_names_each_call_as_the_scan_does(tmp_path: Path) -> None:
+    """Every call site of 0.7.4 in a function: the overlay's cuda_calls.py, reading that function's own lines
+    (as it does at run time) and reading the whole file (its reference), names the call by the text
+    and ordinal the scan gives it, which the audit is keyed by."""
+    cuda = _overlay_cuda()
+    files = _python_files("0.7.4")
+    checked = 0
+    for site in cuda_audit.call_sites(files, AUDIT.forwarders()):
+        path = next(p for p in files if cuda_scan.module_name(p) == site.module or
+                    cuda_scan.module_matches(site.module, cuda_scan.module_name(p)) and site.call in files[p])
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(files[path])
+        defs = {n: n for n in ast.walk(ast.parse(files[path])) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        scope = next((n for n in defs if n.name == site.qualname.rsplit(".", 1)[-1]
+                      and n.lineno <= site.position[0] <= (n.end_lineno or 0)), None)
+        whole = cuda["_calls_in"](str(target), 0)
+        ends = [e for e, (_, node) in whole.by_end.items() if (node.lineno, node.col_offset) == site.position]
+        assert len(ends) == 1 and whole.ending_at(ends[0]) == (site.call, site.nth), site
+        if scope is not None:
+            first = min([scope.lineno, *(d.lineno for d in scope.decorator_list)])
+            assert cuda["_calls_in"](str(target), first).ending_at(ends[0]) == (site.call, site.nth), site
+            checked += 1
+    assert checked > 50

@@ -103,7 +103,7 @@ def runs(scanned: set[Identity], tmp_path_factory: pytest.TempPathFactory) -> di
     shutil.copy(DATA / "run_scopes.py", tree)  # a script's own directory comes first on sys.path
     overlay = OVERLAY / "flashinfer-python" / "flashinfer" / "_nvfp4_overlay"
     (tree / "flashinfer" / "_nvfp4_overlay").mkdir()
-    for name in ("__init__.py", "cuda.py", "cuda_sites.py"):
+    for name in ("__init__.py", "cuda.py", "cuda_calls.py", "cuda_sites.py"):
         shutil.copy(overlay / name, tree / "flashinfer" / "_nvfp4_overlay" / name)
     toolkit = tmp_path_factory.mktemp("toolkit")
     (toolkit / "bin").mkdir()

@@ -17,7 +17,7 @@ import warnings
 import torch
 
 torch.version.cuda = "12.8"
-from flashinfer._nvfp4_overlay import cuda, cuda_sites  # noqa: E402
+from flashinfer._nvfp4_overlay import cuda, cuda_calls, cuda_sites  # noqa: E402
 
 ANSWERS = {"12.8": "torch", "13.0": "toolkit", "False": "torch", "True": "toolkit"}
 
@@ -27,10 +27,10 @@ def run_mode(mode: dict) -> dict:
         getattr(cuda_sites, table).clear()
         getattr(cuda_sites, table).update({m: {q: frozenset(tuple(c) for c in calls) for q, calls in qs.items()}
                                            for m, qs in mode[table.lower()].items()})
-    for cache in (cuda._sites, cuda._answers, cuda._code_names, cuda._warned, cuda._files):
+    for cache in (cuda._sites, cuda._answers, cuda._code_names, cuda._warned, cuda_calls._files):
         cache.clear()
     cuda._qualname = cuda.qualname_by_search if mode["search"] else cuda.qualname_from_code
-    cuda._call_end = cuda.call_end_unknown if mode["search"] else cuda.call_end_from_code
+    cuda_calls._call_end = cuda_calls.call_end_unknown if mode["search"] else cuda_calls.call_end_from_code
     answers = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -24,15 +24,12 @@ a process and fullgraph fails. Here the answer is upstream's unless the audit sa
 The call site is the call itself: the calling frame's module and innermost named scope (a lambda
 or a comprehension asks for the function it sits in, a forwarder (FORWARDERS) for its caller), and
 the call the frame is making, named by its source text and how many calls of that text come before
-it in that scope (robust to lines upstream adds around it). A FlashInfer call the audit does not
-list gets upstream's answer and warns once, also one inside a function whose other calls it lists:
-a new lookup in an audited function is a new question nobody has answered.
+it in that scope (robust to lines upstream adds around it; cuda_calls.py finds it). A FlashInfer
+call the audit does not list gets upstream's answer and warns once, also one inside a function
+whose other calls it lists: a new lookup in an audited function is a new question nobody answered.
 """
 
-import ast
-import io
 import json
-import linecache
 import os
 import re
 import shutil
@@ -41,25 +38,23 @@ import sys
 import warnings
 from inspect import CO_OPTIMIZED
 from types import CodeType, FrameType
-from typing import Callable, Dict, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Callable, Dict, Mapping, Optional, Set, Tuple, TypeVar
 
 import torch
 from packaging.version import Version
 
+from .cuda_calls import ANONYMOUS as _ANONYMOUS
+from .cuda_calls import Call, calls_at
 from .cuda_sites import FORWARDERS, RUN_TIME, TOOLKIT
 
 F = TypeVar("F", bound=Callable[..., object])
 Site = Tuple[str, str]  # (module, qualified name of the innermost named scope)
-Call = Tuple[str, int]  # (the call's source text, how many calls of that text come before it in the scope)
 
 
 class UnauditedCudaVersionCall(UserWarning):
     """A FlashInfer function asked for the CUDA version and nvfp4-overlay's audit does not know it."""
 
 
-# The scopes Python makes that have no name of their own (3.11 runs a comprehension in a frame of its
-# own, 3.12 inlines list, set and dict comprehensions): the call site is the named scope around them.
-_ANONYMOUS = frozenset({"<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 _TORCH, _TOOLKIT, _FORWARDS = "torch", "toolkit", "forwards"
 
 # The lookups are cached like upstream's functools.cache, in plain dicts: dynamo ignores
@@ -70,7 +65,6 @@ _torch: Dict[str, Version] = {}
 _sites: Dict[CodeType, Site] = {}
 _answers: Dict[CodeType, Dict[int, str]] = {}  # code object -> f_lasti -> the answer of that call
 _warned: Set[object] = set()
-_files: Dict[str, "_FileCalls"] = {}  # co_filename -> its calls, parsed once
 _code_names: Dict[str, Dict[CodeType, str]] = {}  # Python 3.10: module -> its code objects' qualnames
 
 
@@ -146,7 +140,7 @@ def _answer_at(frame: FrameType) -> str:
     answer = at.get(frame.f_lasti)
     if answer is None:
         module, qualname = _site(frame)
-        answer = at[frame.f_lasti] = _classify(module, qualname, _calls_at(frame))
+        answer = at[frame.f_lasti] = _classify(module, qualname, calls_at(frame))
     return answer
 
 
@@ -270,99 +264,6 @@ def _names_in(namespace: Mapping[str, object], module: str) -> Dict[CodeType, st
 
 
 _qualname = qualname_from_code if hasattr(CodeType, "co_qualname") else qualname_by_search
-
-
-# --- the call the calling frame is making ------------------------------------------------------
-
-
-def _calls_at(frame: FrameType) -> Tuple[Call, ...]:
-    """The call at the frame's instruction, named as the audit names it (cuda_scan.py): its source
-    text and how many calls of that text come before it in its named scope. Python 3.11+ gives the
-    instruction's columns, so the call is the one that ends there (every call ends at a ')' of its
-    own); 3.10 gives the line, so every call on it. None found (no source): no call the audit lists."""
-    calls = _files.get(frame.f_code.co_filename)
-    if calls is None:
-        calls = _files[frame.f_code.co_filename] = _FileCalls(frame.f_code.co_filename)
-    end = _call_end(frame)
-    if end is not None:
-        found = calls.ending_at(end)
-        return () if found is None else (found,)
-    return calls.on_line(frame.f_lineno)
-
-
-def call_end_from_code(frame: FrameType) -> Optional[Tuple[int, int]]:
-    """Where the frame's current call ends (line, column), from the code's positions (Python 3.11)."""
-    index = frame.f_lasti // 2  # one position per 2-byte code unit, caches included
-    for i, (_, end_line, _, end_col) in enumerate(frame.f_code.co_positions()):  # type: ignore[attr-defined]
-        if i == index:
-            return None if end_line is None or end_col is None else (end_line, end_col)
-    return None
-
-
-def call_end_unknown(frame: FrameType) -> Optional[Tuple[int, int]]:
-    return None  # Python 3.10: lines only
-
-
-_call_end = call_end_from_code if hasattr(CodeType, "co_positions") else call_end_unknown
-
-
-class _FileCalls:
-    """Every call of one source file, by where it ends, with the named scope it sits in (a lambda's
-    or a comprehension's calls are its enclosing function's; decorators, defaults and bases run in
-    the scope around the def), as cuda_scan.py walks them."""
-
-    def __init__(self, filename: str) -> None:
-        text = "".join(linecache.getlines(filename))
-        self.lines = io.StringIO(text, newline="").readlines()
-        self.by_end: Dict[Tuple[int, int], Tuple[str, ast.Call]] = {}
-        self.by_scope: Dict[str, List[ast.Call]] = {}
-        self.named: Dict[Tuple[int, int], Call] = {}
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            return
-        self._walk(tree.body, [])
-
-    def ending_at(self, end: Tuple[int, int]) -> Optional[Call]:
-        if end not in self.named and end in self.by_end:
-            scope, node = self.by_end[end]
-            text = self._text(node)
-            before = [n for n in self.by_scope[scope] if (n.lineno, n.col_offset) < (node.lineno, node.col_offset)]
-            self.named[end] = (text, sum(1 for n in before if self._text(n) == text))
-        return self.named.get(end)
-
-    def on_line(self, line: int) -> Tuple[Call, ...]:
-        ends = [end for end, (_, node) in self.by_end.items() if node.lineno <= line <= end[0]]
-        return tuple(c for c in (self.ending_at(end) for end in sorted(ends)) if c is not None)
-
-    def _walk(self, nodes: List[ast.AST], scope: List[str]) -> None:
-        name = ".".join(scope[:-1] if scope[-1:] == ["<locals>"] else scope) or "<module>"
-        todo = list(reversed(nodes))
-        while todo:
-            node = todo.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                outer: List[ast.AST] = [*node.decorator_list]
-                if isinstance(node, ast.ClassDef):
-                    outer += [*node.bases, *node.keywords]
-                else:
-                    outer += [node.args, *([node.returns] if node.returns else [])]
-                self._walk(outer, scope)
-                inner = [*scope, node.name] + ([] if isinstance(node, ast.ClassDef) else ["<locals>"])
-                self._walk(list(node.body), inner)
-                continue
-            if isinstance(node, ast.Call) and node.end_lineno is not None and node.end_col_offset is not None:
-                self.by_end[(node.end_lineno, node.end_col_offset)] = (name, node)
-                self.by_scope.setdefault(name, []).append(node)
-            todo.extend(reversed(list(ast.iter_child_nodes(node))))
-
-    def _text(self, node: ast.Call) -> str:
-        """ast.get_source_segment over lines split once (columns are UTF-8 byte offsets)."""
-        first, last = node.lineno - 1, int(node.end_lineno or node.lineno) - 1
-        start, end = node.col_offset, int(node.end_col_offset or 0)
-        if first == last:
-            return self.lines[first].encode()[start:end].decode()
-        head = self.lines[first].encode()[start:].decode()
-        return "".join([head, *self.lines[first + 1:last], self.lines[last].encode()[:end].decode()])
 
 
 # --- finding the toolkit, as upstream does, without a process ---------------------------------
