@@ -10,10 +10,10 @@ at. tests/test_cuda_scopes.py holds the scan to the run time, scope by scope.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
-from typing import Any
 import datetime
 import functools
+from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import FULL, OVERLAY, PATCHES, cache_dir, fetch_upstream, rotating_sample
