@@ -7,8 +7,9 @@ at calls, bindings and shapes:
 
 - a second CUDA-version call inside a function the audit answers from torch (``_heuristic_func_mm_fp4``,
   mm_fp4's backend order): classified by its function, it got torch's release unreviewed;
-- ``get_cuda_version`` re-bound below the def patch 0001 decorates, to a lookup that reads the toolkit's
-  files: callers reach upstream's new lookup, which does not trace under fullgraph;
+- ``get_cuda_version`` and ``is_cuda_version_at_least`` re-bound below the defs patch 0001 decorates,
+  to lookups that read the toolkit's files: callers reach upstream's new lookups (nvcc gets upstream's
+  flags), which do not trace under fullgraph;
 - fp4_quantize's scale factors keep a 3-D input's leading dimensions: the ladder's cases are 2-D, so
   the fake's old rule went unseen and a compiled graph would be built on a shape the run does not return.
 
@@ -52,7 +53,8 @@ REBOUND = "get_cuda_version = _toolkit_cuda_version"
 
 
 def _lookup_rebound(text: str) -> str:
-    """Upstream's new lookup reads the toolkit's version.json; the old def stays, the name is re-bound."""
+    """Upstream's new lookups read the toolkit's version.json; the old defs stay, the names are re-bound
+    (both: so that nvcc gets upstream's flags in every toolkit layout, and only the trace tells)."""
     return text + f'''
 
 @functools.cache
@@ -66,7 +68,12 @@ def _toolkit_cuda_version() -> Version:
         return Version(torch.version.cuda or "0")
 
 
+def _is_cuda_version_at_least_from_toolkit(version_str: str) -> bool:
+    return _toolkit_cuda_version() >= Version(version_str)
+
+
 {REBOUND}
+is_cuda_version_at_least = _is_cuda_version_at_least_from_toolkit
 '''
 
 
