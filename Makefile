@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated sglang-regions-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-regions-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -98,6 +98,11 @@ audit-api: $(VENV)/.ready
 check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
+
+# patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
+# call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.
+cuda-audit: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.cuda_audit_make $(ARGS)
 
 # patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.

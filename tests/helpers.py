@@ -252,6 +252,10 @@ class ReleaseOracle:
                                                     torch_cuda=torch_cuda)
         return self._ladders[key]
 
+    def shapes(self, release: str, entries: Sequence[str]) -> dict[str, Any]:
+        """The patched tree's fakes against upstream's wrapper at every rank (probes/fake_shapes.py)."""
+        return self.oracle.shapes(self.sides(release)[1], entries)
+
     def grid(self, release: str) -> dict[str, Any]:
         if release not in self._grids:
             self._grids[release] = self.oracle.grid(*self.sides(release), control=True)

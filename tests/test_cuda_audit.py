@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import datetime
 import functools
+from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import FULL, OVERLAY, PATCHES, cache_dir, fetch_upstream, rotating_sample
@@ -160,3 +162,76 @@ def test_the_docs_table_is_the_audit() -> None:
     text = (PATCHES.parent / "docs" / "patches.md").read_text()
     assert cuda_audit.render_into(text, AUDIT) == text
     assert text.count("| toolkit (nvcc)") >= 60
+
+
+@pytest.mark.upstream
+def test_the_audit_is_what_the_carried_releases_scans_give() -> None:
+    """make cuda-audit's output is the committed file: every call of the 38 releases, with the releases
+    each is in, every verdict kept (what 'python -m nvfp4_overlay.cuda_audit_make --check' holds)."""
+    scans = {r: cuda_audit.call_sites(_python_files(r), AUDIT.forwarders()) for r in RELEASES}
+    assert cuda_audit.as_json(cuda_audit.regenerated(AUDIT, scans)) == (PATCHES / "flashinfer-python" / cuda_audit.AUDIT).read_text()
+
+
+def test_a_second_call_of_a_text_gets_an_entry_of_its_own_with_the_first_ones_verdict() -> None:
+    entry = {"first": "0.1", "last": "0.1", "file": "flashinfer/a.py", "module": "flashinfer.a", "qualname": "f",
+             "call": "get_cuda_version()", "nth": 0, "class": "nvcc", "answer": "toolkit", "decides": "d", "why": "w"}
+    audit = cuda_audit.Audit((entry,))
+    text = "from .jit.cpp_ext import get_cuda_version\ndef f():\n    get_cuda_version()\n    return get_cuda_version()\n"
+    once = {"flashinfer/a.py": text.replace("    get_cuda_version()\n", "", 1)}
+    scans = {"0.1": cuda_audit.call_sites(once), "0.2": cuda_audit.call_sites({"flashinfer/a.py": text}),
+             "0.3": cuda_audit.call_sites(once)}
+    made = cuda_audit.regenerated(audit, scans)
+    assert [(e["nth"], e["first"], e["last"], e.get("releases"), e["answer"]) for e in made] == [
+        (0, "0.1", "0.3", None, "toolkit"), (1, "0.2", "0.2", None, "toolkit")]
+    assert cuda_audit.regenerated(cuda_audit.Audit(tuple(made)), scans) == made  # made anew: the same
+    (new,) = cuda_audit.unclassified(scans["0.2"], audit)
+    assert new.describe() == "flashinfer.a f calls get_cuda_version() (the call of that text number 2 in it)"
+
+
+def test_a_new_call_inside_an_audited_run_time_function_is_unclassified() -> None:
+    """0.7.4's mm_fp4 backend heuristic (answered from torch) with a second lookup: the call is new,
+    whatever function it sits in; a line added above the listed call changes nothing."""
+    path = "flashinfer/gemm/gemm_base.py"
+    text = _python_files("0.7.4")[path]
+    at = text.index("    if batch_invariant:\n", text.index("def _heuristic_func_mm_fp4("))
+    shifted = {path: text[:at] + "    pass\n\n" + text[at:]}
+    assert cuda_audit.unclassified_in(shifted, AUDIT) == []
+    added = {path: text[:at] + "    arch = '120f' if is_cuda_version_at_least('12.9') else '120a'\n" + text[at:]}
+    (new,) = cuda_audit.unclassified_in(added, AUDIT)
+    assert new.identity == ("flashinfer.gemm.gemm_base", "_heuristic_func_mm_fp4", "is_cuda_version_at_least('12.9')", 0)
+    assert "other calls the audit answers torch" in cuda_audit.new_call_problem(new, AUDIT, PATCHES)
+
+
+def _overlay_cuda() -> dict[str, Any]:
+    """The overlay's cuda_calls.py (the run time's call finder) as a namespace: it imports nothing of the overlay."""
+    path = CUDA_SITES.parent / "cuda_calls.py"
+    namespace: dict[str, Any] = {"__name__": "overlay_cuda_calls_under_test"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.upstream
+def test_the_run_time_names_each_call_as_the_scan_does(tmp_path: Path) -> None:
+    """Every call site of 0.7.4 in a function: the overlay's cuda_calls.py, reading that function's own lines
+    (as it does at run time) and reading the whole file (its reference), names the call by the text
+    and ordinal the scan gives it, which the audit is keyed by."""
+    cuda = _overlay_cuda()
+    files = _python_files("0.7.4")
+    checked = 0
+    for site in cuda_audit.call_sites(files, AUDIT.forwarders()):
+        path = next(p for p in files if cuda_scan.module_name(p) == site.module or
+                    cuda_scan.module_matches(site.module, cuda_scan.module_name(p)) and site.call in files[p])
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(files[path])
+        defs = {n: n for n in ast.walk(ast.parse(files[path])) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        scope = next((n for n in defs if n.name == site.qualname.rsplit(".", 1)[-1]
+                      and n.lineno <= site.position[0] <= (n.end_lineno or 0)), None)
+        whole = cuda["_calls_in"](str(target), 0)
+        ends = [e for e, (_, node) in whole.by_end.items() if (node.lineno, node.col_offset) == site.position]
+        assert len(ends) == 1 and whole.ending_at(ends[0]) == (site.call, site.nth), site
+        if scope is not None:
+            first = min([scope.lineno, *(d.lineno for d in scope.decorator_list)])
+            assert cuda["_calls_in"](str(target), first).ending_at(ends[0]) == (site.call, site.nth), site
+            checked += 1
+    assert checked > 50

@@ -178,6 +178,19 @@ def test_sm121_upstream_fails_and_patched_compiles_as_on_sm120(release_oracle: R
 OPT_IN_BUG = [v for v in RELEASES if Version("0.6.12") <= Version(v) < Version("0.7.1")]
 
 
+@pytest.mark.parametrize("release", by_release(RELEASES))
+def test_every_fake_gives_upstreams_shapes_at_every_rank(release_oracle: ReleaseOracle, release: str) -> None:
+    """Every row of every routed entry point, as written and with its input at the other ranks (1-D to
+    4-D, leading dimensions split), fake against upstream's wrapper with a no-op kernel: the same
+    outputs wherever upstream accepts the input; and the ranks were probed (cheap: no trace)."""
+    shapes = release_oracle.shapes(release, ROUTED)
+    assert behaviour.shape_problems(release, shapes) == []
+    compared = [(case, run) for gpu in ("12.0", "10.0") for runs in shapes[gpu].values() for case, run in runs.items()
+                if not isinstance(run["wrapper"], dict) and isinstance(run["fake"], list)]
+    assert {case.rsplit("@", 1)[1] for case, _ in compared} >= {"1d", "2d", "3d", "4d"}, release
+    assert set(shapes["entries"]) == set(shapes["12.0"]) and "fp4_quantize" in shapes["entries"]
+
+
 @pytest.mark.parametrize("release", by_release([v for v in RELEASES if Version(v) >= Version("0.6.12")]))
 def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], release: str) -> None:
     """torch.ops.flashinfer.fp4_quantize(x, s, enable_pdl=True) launches the kernel as the public

@@ -80,8 +80,9 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
     if not gpus or gpu_keys(patched) != gpus:  # a side that skipped a GPU would pass it unseen
         return [f"{release}: the patched ladder ran on {gpu_keys(patched)}, upstream's on {gpus}"]
     base = _base_gpus(upstream)
-    problems = [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
-                for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
+    problems = lookup_problems(release, patched.get("lookups") or {})
+    problems += [f"{release}: the overlay routes {name}, which the ladder does not call (ROUTED_CANDIDATES)"
+                 for name in routed if name not in patched.get("probed", ROUTED_CANDIDATES)]
     for name in routed:
         info = patched["entries"].get(name)
         if info is None:
@@ -115,6 +116,21 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
 def _base_gpus(result: dict[str, Any]) -> tuple[str, ...]:
     """The GPUs a ladder ran every entry point on: its keys less those an entry point runs on alone."""
     return tuple(g for g in gpu_keys(result) if g not in ONLY_GPU.values())
+
+
+def lookup_problems(release: str, lookups: dict[str, Any]) -> list[str]:
+    """Patch 0001 exists so that get_cuda_version() and is_cuda_version_at_least() trace under
+    torch.compile(fullgraph=True) with no process and no file opened: if the patched wheel's do not,
+    the patch no longer acts (inert), whatever its hunks say."""
+    error, events = lookups.get("error"), lookups.get("events", [])
+    if error is None and not events:
+        return []
+    what = (f"fail torch.compile(fullgraph=True) ({error['kind']}: {error.get('reason', '')}, in "
+            f"{' > '.join(error.get('stack', [])[-3:])})" if error else f"start or open {events[:2]} while traced")
+    return [f"{release}: inert: the patched wheel's get_cuda_version()/is_cuda_version_at_least() {what}, as "
+            f"upstream's do: callers reach another lookup than the one patch 0001 replaces. Run 'nvfp4-overlay drift "
+            f"--against {release}' to see the name upstream re-binds, move 0001's decorator onto what it binds (or "
+            f"port the new lookup into the overlay's cuda.py), then refresh again"]
 
 
 def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
@@ -172,6 +188,34 @@ def _family(gpu: str) -> str:
     (supported_major_versions=[10, 12]), so SM121 has a kernel where SM120 has one."""
     major = gpu.split(".")[0]
     return "12.0" if major == "12" else gpu
+
+
+def shape_problems(release: str, shapes: dict[str, Any]) -> list[str]:
+    """Every call, a case of probes/cases.py at some rank, whose fake gives other outputs than upstream's
+    wrapper (with a no-op kernel) where the wrapper accepts it: the compiled graph would be built on a
+    shape the run does not return. A call upstream refuses is the trace ladder's to hold."""
+    if "crash" in shapes:
+        return [f"{release}: the fake-shape probe crashed: {str(shapes['crash'])[-800:]}"]
+    problems = []
+    for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
+        for name, runs in shapes.get(gpu, {}).items():
+            for case, run in runs.items():
+                wrapper, fake = run["wrapper"], run["fake"]
+                if isinstance(wrapper, dict) or fake == "upstream" or fake == wrapper:
+                    continue  # upstream refuses; the op does not take it (upstream's path); the same
+                base = runs.get(case.rsplit("@", 1)[0] + "@" + _rank_of(runs, case))
+                if isinstance(fake, dict) and base is not None and isinstance(base["fake"], dict):
+                    continue  # the fake cannot run this row at any rank (a host value it reads back)
+                problems.append(f"{release}: sm{gpu.replace('.', '')}: {name} [{case}]: the fake gives {fake}, "
+                                f"upstream's wrapper {wrapper}: upstream's shape rule for this input changed; "
+                                f"port it into the overlay's fakes.py (a named release constant), then refresh again")
+    return problems
+
+
+def _rank_of(runs: dict[str, Any], case: str) -> str:
+    """The rank the row itself is written at (the first of its variants probes/fake_shapes.py lists)."""
+    row = case.rsplit("@", 1)[0]
+    return next((c.rsplit("@", 1)[1] for c in runs if c.rsplit("@", 1)[0] == row), "")
 
 
 def upstream_fails(ladder: dict[str, Any], name: str) -> dict[str, dict[str, Any] | None]:
@@ -237,6 +281,8 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     problems += grid_problems(target.version, checks.grid(upstream, patched))
     ladder = checks.ladder(upstream, patched, ROUTED_CANDIDATES, quick=quick)
     problems += trace_problems(target.version, ladder, routed(ladder))
+    # Every row at every rank, fake against upstream's wrapper, also under --quick: no trace, seconds.
+    problems += shape_problems(target.version, checks.shapes(patched, ROUTED_CANDIDATES))
     return problems
 
 
@@ -264,7 +310,6 @@ def _audit_problems(target: Target, upstream: Path, patches_dir: Path) -> list[s
         files = {n: reader.read(n).decode("utf-8", "replace") for n in reader.infos
                  if n.endswith(".py") and not n.startswith("flashinfer/data/")}
     changed = [f"{target}: {problem}" for problem in cuda_audit.lookup_changes(files)]
-    missing = cuda_audit.unclassified_in(files, cuda_audit.load_audit(patches_dir))
-    return changed + [f"{target}: {s.module} {s.qualname} calls {s.call}, which {patches_dir}/flashinfer-python/"
-                      f"{cuda_audit.AUDIT} does not classify: say whether it decides what nvcc compiles"
-                      for s in missing]
+    audit = cuda_audit.load_audit(patches_dir)
+    missing = cuda_audit.unclassified_in(files, audit)
+    return changed + [f"{target}: {cuda_audit.new_call_problem(s, audit, patches_dir)}" for s in missing]

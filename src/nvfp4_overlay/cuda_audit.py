@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Iterable, Mapping
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from .cuda_scan import LOOKUPS, UPSTREAMS_OWN, CallSite, call_sites, module_matches, module_name
+from .errors import ConfigError
 from .formats import read_json, render_between
 
 __all__ = ["AUDIT", "LOOKUPS", "Audit", "CallSite", "call_sites", "load_audit", "markdown_table",
@@ -34,21 +38,33 @@ class Audit:
     entries: tuple[dict[str, Any], ...]
 
     def answer(self, site: CallSite) -> str | None:
-        """'toolkit', 'torch' or 'per caller' (a forwarder) for a site the audit classifies, else None."""
+        """'toolkit', 'torch' or 'per caller' (a forwarder) for a call the audit lists, else None: the
+        call itself (its text and ordinal in its function), not the function it sits in."""
+        entry = self.entry_of(site, by_call=True)
+        return None if entry is None else str(entry["answer"])
+
+    def entry_of(self, site: CallSite, *, by_call: bool) -> dict[str, Any] | None:
+        """The entry of a site: the same call (by_call), or any call of the same text in the function."""
         upstreams_own = site.callee == UPSTREAMS_OWN
         for entry in self.entries:
             if (_is_upstreams_own(entry) == upstreams_own and entry["qualname"] == site.qualname
+                    and entry["call"] == site.call and (not by_call or entry.get("nth", 0) == site.nth)
                     and module_matches(entry["module"], site.module)):
-                return str(entry["answer"])
+                return entry
         return None
 
-    def sites(self, answer: str) -> dict[str, frozenset[str]]:
-        """module -> qualnames of the lookups the audit answers so: a table of cuda_sites.py."""
-        out: dict[str, set[str]] = {}
+    def calls(self, answer: str) -> dict[str, dict[str, frozenset[tuple[str, int]]]]:
+        """module -> qualname -> the calls (text, ordinal) the audit answers so: a table of cuda_sites.py."""
+        out: dict[str, dict[str, set[tuple[str, int]]]] = {}
         for entry in self.entries:
             if entry["answer"] == answer and not _is_upstreams_own(entry):
-                out.setdefault(entry["module"], set()).add(entry["qualname"])
-        return {m: frozenset(q) for m, q in sorted(out.items())}
+                out.setdefault(entry["module"], {}).setdefault(entry["qualname"], set()).add(
+                    (entry["call"], int(entry.get("nth", 0))))
+        return {m: {q: frozenset(c) for q, c in sorted(qs.items())} for m, qs in sorted(out.items())}
+
+    def sites(self, answer: str) -> dict[str, frozenset[str]]:
+        """module -> qualnames of the functions whose lookups the audit answers so."""
+        return {m: frozenset(qs) for m, qs in self.calls(answer).items()}
 
     def toolkit_sites(self) -> dict[str, frozenset[str]]:
         return self.sites(TOOLKIT)
@@ -66,8 +82,21 @@ def load_audit(patches_dir: Path) -> Audit:
 
 
 def unclassified(sites: Iterable[CallSite], audit: Audit) -> list[CallSite]:
-    """The lookups (not upstream's own torch-based version_at_least) that the audit has no answer for."""
+    """The lookups (not upstream's own torch-based version_at_least) that the audit has no answer for:
+    a call it does not list is new, whatever function it sits in."""
     return [s for s in sites if s.callee != UPSTREAMS_OWN and audit.answer(s) is None]
+
+
+def new_call_problem(site: CallSite, audit: Audit, patches_dir: Path) -> str:
+    """What a maintainer reads of a call the audit does not list: the call, and what to do next."""
+    listed = sorted({str(e["answer"]) for e in audit.entries if e["qualname"] == site.qualname
+                     and module_matches(e["module"], site.module)})
+    beside = (f" (a new call in a function whose other calls the audit answers {' and '.join(listed)}: "
+              f"each call is a question of its own, and the patched wheel answers this one as upstream does)"
+              if listed else "")
+    return (f"{site.describe()}, which {patches_dir}/flashinfer-python/{AUDIT} does not classify{beside}: "
+            f"read the call and say whether it decides what nvcc compiles (toolkit) or what the runtime "
+            f"offers (torch), add its entry (make cuda-audit fills in its releases), then make docs")
 
 
 def unclassified_in(files: Mapping[str, str], audit: Audit) -> list[CallSite]:
@@ -112,16 +141,17 @@ def _is_upstreams_own(entry: Mapping[str, Any]) -> bool:
     return bool(entry["class"] == "torch-upstream")
 
 
-OVERLAY_TABLE_HEAD = '''"""nvfp4-overlay: which FlashInfer call sites get torch's CUDA release instead of upstream's answer.
+OVERLAY_TABLE_HEAD = '''"""nvfp4-overlay: which FlashInfer calls get torch's CUDA release instead of upstream's answer.
 
 Data for cuda.py, rendered from patches/flashinfer-python/audit-cuda-versions.json (make docs;
 tests/test_cuda_audit.py holds the two equal). A get_cuda_version() or is_cuda_version_at_least()
-call gets what upstream answers (the toolkit's release) unless its calling function is in RUN_TIME.
-TOOLKIT names the sites the audit read and found nvcc-facing (they get upstream's answer and no
-warning); a FlashInfer caller in neither table gets upstream's answer and warns once. A call from a
-function in FORWARDERS is answered for that function's caller. Keys are module names (one '*' stands
-for any run of characters: 0.7.4 copies one loader, cake_build.py, into 53 generated packages),
-values the calling functions' qualified names.
+call gets what upstream answers (the toolkit's release) unless the call is in RUN_TIME. TOOLKIT names
+the calls the audit read and found nvcc-facing (they get upstream's answer and no warning); a
+FlashInfer call in neither table, also one inside a function that lists others, gets upstream's
+answer and warns once. A call in FORWARDERS is answered for its function's caller. Keys are module
+names (one '*' stands for any run of characters: 0.7.4 copies one loader, cake_build.py, into 53
+generated packages), then the calling functions' qualified names; values are the calls, each as its
+source text and how many calls of that text come before it in the function.
 """
 '''
 
@@ -129,12 +159,14 @@ values the calling functions' qualified names.
 def overlay_table(audit: Audit) -> str:
     """overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py, as the audit has it."""
     parts = [OVERLAY_TABLE_HEAD]
-    for name, table in (("RUN_TIME", audit.run_time_sites()), ("TOOLKIT", audit.toolkit_sites()),
-                        ("FORWARDERS", audit.forwarders())):
+    for name, answer in (("RUN_TIME", TORCH), ("TOOLKIT", TOOLKIT), ("FORWARDERS", FORWARDS)):
         parts.append(f"\n{name} = {{\n")
-        for module, qualnames in table.items():
-            listed = "".join(f"        {q!r},\n" for q in sorted(qualnames))
-            parts.append(f"    {module!r}: frozenset({{\n{listed}    }}),\n")
+        for module, functions in audit.calls(answer).items():
+            parts.append(f"    {module!r}: {{\n")
+            for qualname, calls in functions.items():
+                listed = "".join(f"            ({c!r}, {n}),\n" for c, n in sorted(calls))
+                parts.append(f"        {qualname!r}: frozenset({{\n{listed}        }}),\n")
+            parts.append("    },\n")
         parts.append("}\n")
     return "".join(parts)
 
@@ -142,7 +174,7 @@ def overlay_table(audit: Audit) -> str:
 def markdown_table(audit: Audit) -> str:
     """The audit as docs/patches.md shows it: one row per call site, grouped by module."""
     rows = ["| releases | call site | call | answered by | what it decides; why |", "| --- | --- | --- | --- | --- |"]
-    for e in sorted(audit.entries, key=lambda e: (e["module"], e["qualname"], e["call"])):
+    for e in sorted(audit.entries, key=lambda e: (e["module"], e["qualname"], e["call"], e.get("nth", 0))):
         span = e["first"] if e["first"] == e["last"] else f"{e['first']}–{e['last']}"
         if e.get("releases"):
             span += " (not all)"
@@ -152,7 +184,8 @@ def markdown_table(audit: Audit) -> str:
         flag = " (judgement call)" if e.get("ambiguous") else ""
         text = f"{e['decides']}; {e['why']}".replace("|", "\\|").replace("\n", " ")
         call = e["call"].replace("\n", " ").replace("|", "\\|")
-        rows.append(f"| {span} | `{e['module']}` `{e['qualname']}` | `{call}` | {answer}{flag} | {text} |")
+        nth = f" (call {e['nth'] + 1} of that text)" if e.get("nth") else ""
+        rows.append(f"| {span} | `{e['module']}` `{e['qualname']}` | `{call}`{nth} | {answer}{flag} | {text} |")
     return "\n".join(rows) + "\n"
 
 
@@ -162,3 +195,55 @@ BEGIN, END = "<!-- audit:cuda-versions", "<!-- /audit:cuda-versions -->"
 def render_into(document: str, audit: Audit) -> str:
     """docs/patches.md with the table between its audit markers made anew (make docs)."""
     return render_between(document, BEGIN, END, markdown_table(audit), "the audit")
+
+
+# --- the audit, made anew over the carried releases (make cuda-audit) -------------------------------
+
+
+def regenerated(audit: Audit, scans: Mapping[str, Sequence[CallSite]]) -> list[dict[str, Any]]:
+    """The audit's entries, one per call, with the releases each is in, read from every release's scan
+    (release -> its sites); every verdict (answer, class, decides, why, ...) kept from the entry of the
+    same call text in the same function. A call of the same text a second time in a function gets an
+    entry of its own with the first one's verdict (the auditor read the function; the call is the
+    same question). A site no entry of its text matches is an error: classify it first."""
+    releases = sorted(scans, key=Version)
+    seen: dict[tuple[int, int], set[str]] = {}  # (entry index, nth) -> releases
+    index = {id(e): i for i, e in enumerate(audit.entries)}
+    problems = []
+    for release in releases:
+        for site in scans[release]:
+            entry = audit.entry_of(site, by_call=True) or audit.entry_of(site, by_call=False)
+            if entry is None:
+                problems.append(f"{release}: {site.describe()}")
+                continue
+            seen.setdefault((index[id(entry)], site.nth), set()).add(release)
+    if problems:
+        msg = f"call sites no entry of {AUDIT} classifies: {'; '.join(problems[:8])}"
+        raise ConfigError(msg, item=problems[0], expected="every call classified", found=f"{len(problems)} new",
+                          fix=f"classify them in patches/flashinfer-python/{AUDIT} first")
+    out = []
+    for i, entry in enumerate(audit.entries):
+        nths = sorted({int(entry.get("nth", 0)), *(n for (j, n) in seen if j == i)})
+        for nth in nths:
+            found = seen.get((i, nth))
+            out.append(_with_releases(entry, nth, found, releases) if found else {**entry, "nth": nth})
+    return out
+
+
+def _with_releases(entry: Mapping[str, Any], nth: int, found: set[str], releases: list[str]) -> dict[str, Any]:
+    """entry for call nth, first and last as found, ``releases`` where it skips some between them."""
+    ordered = sorted(found, key=Version)
+    span = releases[releases.index(ordered[0]):releases.index(ordered[-1]) + 1]
+    fresh: dict[str, Any] = {"first": ordered[0], "last": ordered[-1]}
+    if ordered != span:
+        fresh["releases"] = ordered
+    for key, value in entry.items():  # the committed order of the keys, nth after call
+        if key not in ("first", "last", "releases", "nth"):
+            fresh[key] = value
+        if key == "call":
+            fresh["nth"] = nth
+    return fresh
+
+
+def as_json(entries: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps(list(entries), indent=1, ensure_ascii=False) + "\n"

@@ -25,7 +25,7 @@ import ast
 import hashlib
 import io
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 LOOKUPS = frozenset({"get_cuda_version", "is_cuda_version_at_least"})
 UPSTREAMS_OWN = "version_at_least"  # version_at_least(torch.version.cuda, ...): upstream's own torch-based check
@@ -40,10 +40,21 @@ class CallSite:
     qualname: str  # the calling scope, as co_qualname names it ("<module>" at module level)
     callee: str  # get_cuda_version, is_cuda_version_at_least, a forwarder's name, version_at_least
     call: str  # the call's source text
+    nth: int = 0  # how many calls of the same text come before it in its scope (source order)
+    position: tuple[int, int] = field(default=(0, 0), compare=False)  # (line, column) it starts at: not its identity
 
     @property
     def key(self) -> tuple[str, str]:
         return self.module, self.qualname
+
+    @property
+    def identity(self) -> tuple[str, str, str, int]:
+        """The call itself, as the overlay's cuda.py names it: robust to lines added around it."""
+        return self.module, self.qualname, self.call, self.nth
+
+    def describe(self) -> str:
+        nth = f" (the call of that text number {self.nth + 1} in it)" if self.nth else ""
+        return f"{self.module} {self.qualname} calls {self.call}{nth}"
 
 
 def call_sites(files: Mapping[str, str], forwarders: Forwarders | None = None) -> list[CallSite]:
@@ -75,7 +86,17 @@ def _file_sites(path: str, text: str, forwarders: Forwarders, names: frozenset[s
     except SyntaxError:
         return []
     where = _Where(module_name(path), path.endswith("/__init__.py"), forwarders, names)
-    return _Visitor(where, text).sites_of(tree)
+    return numbered(_Visitor(where, text).sites_of(tree))
+
+
+def numbered(sites: list[CallSite]) -> list[CallSite]:
+    """Each site with its ordinal among the calls of the same text in its scope, in source order (the
+    position the overlay's cuda.py finds at run time from the frame: the call's text and that count)."""
+    order: dict[tuple[str, str, str], list[CallSite]] = {}
+    for site in sorted(sites, key=lambda s: s.position):
+        order.setdefault((site.module, site.qualname, site.call), []).append(site)
+    nth = {id(s): i for same in order.values() for i, s in enumerate(same)}
+    return [replace(s, nth=nth[id(s)]) for s in sites]
 
 
 def module_name(path: str) -> str:
@@ -234,7 +255,8 @@ class _Visitor:
             return
         names = scope[:-1] if scope and scope[-1] == "<locals>" else scope
         text = self.source.segment(node)
-        self.found.append(CallSite(self.where.module, ".".join(names) or "<module>", callee, text))
+        self.found.append(CallSite(self.where.module, ".".join(names) or "<module>", callee, text,
+                                   position=(node.lineno, node.col_offset)))
 
 
 class _Source:

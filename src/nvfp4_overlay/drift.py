@@ -15,14 +15,14 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import api_audit
+from . import api_audit, inert
 from .api_audit import Audit, PublicFunction
 from .patching import Placement, apply_hunks
 from .placement import BROKEN, HunkDrift, Read, State, drift_file, merge_file, moved_elsewhere
 from .series import FilePatch, Patch, Series, decode, split_lines
 
 __all__ = ["BROKEN", "FileImage", "HunkDrift", "PatchDrift", "State", "applied_upstream_release", "drift_series",
-           "new_apis"]
+           "inert_decorations", "new_apis"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class PatchDrift:
     hunks: tuple[HunkDrift, ...]
     applied_upstream: str | None = None  # the release the DEP-3 header names, when it parses
     images: tuple[FileImage, ...] = field(default=(), compare=False, repr=False)
+    inert: tuple[str, ...] = ()  # State.INERT: each decorated def its module re-binds, as a sentence
 
     @property
     def name(self) -> str:
@@ -52,6 +53,8 @@ class PatchDrift:
             parts.insert(
                 0, f"Applied-Upstream: {self.patch.fields.get('Applied-Upstream', '')}: drop the patch"
             )
+        if self.state is State.INERT:
+            parts = list(self.inert)
         if self.state is State.OFFSET and not parts:
             parts = [h.describe() for h in self.hunks if h.state is State.OFFSET]
         return "; ".join(parts)
@@ -105,12 +108,22 @@ def drift_series(
         applied_upstream = applied_upstream_release(patch, dist)
         obsolete = applied_upstream is not None and Version(version) >= applied_upstream
         state = State.OBSOLETE if obsolete else patch_state(hunks)
+        inert = inert_decorations(images, version) if state in (State.EXACT, State.OFFSET, State.MERGES) else ()
         results.append(
             PatchDrift(
-                patch, state, tuple(hunks), str(applied_upstream) if applied_upstream else None, tuple(images)
+                patch, State.INERT if inert else state, tuple(hunks),
+                str(applied_upstream) if applied_upstream else None, tuple(images), inert,
             )
         )
     return results
+
+
+def inert_decorations(images: Sequence[FileImage], version: str) -> tuple[str, ...]:
+    """The defs a patch decorates that their module re-binds on the release (inert.py): the patch
+    applies and does nothing there. A state of its own, State.INERT; needs a person."""
+    found = [i for image in images if image.after is not None and image.patch.path.endswith(".py")
+             for i in inert.rebound(image.patch.path, "".join(image.after))]
+    return tuple(i.describe(version) for i in found)
 
 
 def new_apis(read: Read, names: Sequence[str], audit: Audit, store: Path | None = None) -> tuple[PublicFunction, ...]:

@@ -22,6 +22,7 @@ def document(matrix: Matrix) -> dict[str, Any]:
         "wheels": wheels(matrix),
         "skipped": {str(t): why for t, why in matrix.skipped.items()},
         "new_apis": {str(t): [new_api_json(f) for f in fns] for t, fns in matrix.new_apis.items()},
+        "new_cuda_calls": {str(t): list(calls) for t, calls in matrix.new_cuda_calls.items()},
         "cells": [{**_cell_json(c), "new_apis": [f.key for f in matrix.new_apis.get(c.release.target, ())]}
                   for c in matrix.cells],
     }

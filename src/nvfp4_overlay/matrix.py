@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from . import api_audit, fetch, progress, releases
+from . import api_audit, cuda_audit, fetch, progress, releases
 from .api_audit import PublicFunction, load_audit
 from .archive import WheelReader
 from .drift import PatchDrift, drift_series
@@ -81,15 +81,17 @@ class Matrix:
     # releases without a series of their own whose public FlashInfer functions that reach a kernel
     # loader include some the serving-API audit does not classify (drift.new_apis)
     new_apis: dict[Target, tuple[PublicFunction, ...]] = field(default_factory=dict)
+    # the same releases' CUDA-version calls the CUDA audit does not list (cuda_audit.new_call_problem)
+    new_cuda_calls: dict[Target, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
         """0 when every series applies, or ports by three-way merge, to its own release and to every
         release asked about that has no series of its own and is not shipped unpatched by design, and
-        no release without a series adds an API the audit does not classify; 1 otherwise, or when a
-        release was skipped."""
+        no release without a series adds an API or a CUDA-version call the audits do not classify; 1
+        otherwise, or when a release was skipped."""
         clean = not any(c.fails for c in self.cells) and not self.skipped
-        return 0 if clean and not any(self.new_apis.values()) else 1
+        return 0 if clean and not any(self.new_apis.values()) and not any(self.new_cuda_calls.values()) else 1
 
 
 def plan_releases(
@@ -185,6 +187,20 @@ def _new_apis(patches_dir: Path, release: Target, found: tuple[ReleaseWheel, Rel
     matrix.new_apis[release] = drift_new_apis(found[1].read, found[1].names, load_audit(patches_dir), store)
     for fn in matrix.new_apis[release]:
         log(f"warning: {api_audit.problem(release.version, fn, patches_dir)}")
+    matrix.new_cuda_calls[release] = new_cuda_calls(patches_dir, release.version, found[1].read, found[1].names)
+    for problem in matrix.new_cuda_calls[release]:
+        log(f"warning: {problem}")
+
+
+def new_cuda_calls(patches_dir: Path, version: str, read: Callable[[str], bytes | None],
+                   names: Sequence[str]) -> tuple[str, ...]:
+    """A release's CUDA-version calls that the CUDA audit does not list, each as a refusal to act on
+    (a call is new whatever function it sits in)."""
+    audit = cuda_audit.load_audit(patches_dir)
+    files = {n: data.decode("utf-8", "replace") for n in names
+             if n.endswith(".py") and not n.startswith("flashinfer/data/") and (data := read(n)) is not None}
+    return tuple(f"{version}: {cuda_audit.new_call_problem(s, audit, patches_dir)}"
+                 for s in cuda_audit.unclassified_in(files, audit))
 
 
 class ReleaseFiles:

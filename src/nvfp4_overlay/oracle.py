@@ -266,6 +266,21 @@ def eager_digest(eager: dict[str, Any] | str) -> str:
     return short_digest({k: eager.get(k) for k in ("outputs", "launches", "error")})
 
 
+# --- the fakes against upstream's wrapper, at every rank ------------------------------------------------
+
+
+def shapes_for(patched: Side, entries: Sequence[str], *, results: Results) -> dict[str, Any]:
+    """A patched tree's routed entry points, fake against upstream's wrapper (probes/fake_shapes.py)."""
+    plan = {"entries": list(entries), "gpus": [list(g) for g in TRACE_GPUS]}
+
+    def compute() -> dict[str, Any]:
+        found: dict[str, Any] = run_probe("fake_shapes", {**plan, "trees": [{"key": "tree", "path": str(patched.tree())}]})["tree"]
+        return found
+
+    result: dict[str, Any] = results.computed("fake_shapes", patched, key_of("fake_shapes", patched, plan), compute)
+    return result
+
+
 # --- the CUDA-version grid -------------------------------------------------------------------------
 
 
@@ -316,6 +331,9 @@ class Oracle:
         return {"upstream": self.upstream_ladder(upstream, entries, gpus, torch_cuda),
                 "patched": ladder_for(patched, entries, quick=quick, results=self.results, gpus=gpus,
                                       torch_cuda=torch_cuda)}
+
+    def shapes(self, patched: Side, entries: Sequence[str]) -> dict[str, Any]:
+        return shapes_for(patched, entries, results=self.results)
 
     def upstream_ladder(self, upstream: Side, entries: Sequence[str], gpus: Gpus = TRACE_GPUS,
                         torch_cuda: str | None = None) -> dict[str, Any]:

@@ -35,6 +35,8 @@ class State(str, Enum):
     FUZZY = "fuzzy"
     CONFLICT = "conflict"
     MISSING_FILE = "missing-file"
+    # every hunk applies, and a def the patch decorates is not what its name resolves to (inert.py)
+    INERT = "inert"
 
     @property
     def rank(self) -> int:

@@ -50,13 +50,16 @@ def port_series(
         has_upstream_hunks = any(h.state is State.UPSTREAM for h in drift.hunks)
         if drift.state in BROKEN:
             problems.append(f"{drift.name}: {drift.state.value}: {drift.reason()}")
+        elif drift.state is State.INERT:  # applies, and would do nothing: never ported unattended
+            problems.append(f"{drift.name}: inert: {drift.reason()}")
         elif has_upstream_hunks and drift.state is not State.OBSOLETE and not drop_upstream:
             problems.append(
                 f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
             )
     if problems:
         msg = (
-            "refresh refused, nothing written (a hunk that neither applies nor merges needs a person):\n  "
+            "refresh refused, nothing written (a hunk that neither applies nor merges, or a patch that would no "
+            "longer act, needs a person):\n  "
             + "\n  ".join(problems)
         )
         raise Refused(msg, path=series.directory, item=version, expected="every hunk exact, offset or merges",

@@ -130,6 +130,7 @@ def table(matrix: Matrix, width: int | None = None) -> str:
     lines += placement_lines(matrix)
     lines += by_design_lines(matrix)
     lines += new_api_lines(matrix)
+    lines += new_cuda_call_lines(matrix)
     lines += [f"skipped {t}: {why.splitlines()[0]}" for t, why in matrix.skipped.items()]
     lines.append(_verdict(matrix))
     return "\n".join(lines).rstrip()
@@ -160,6 +161,14 @@ def new_api_lines(matrix: Matrix) -> list[str]:
         lines.append(f"{target}: {len(fns)} new")
         lines += [f"  {f.key}: {', '.join(f.loaders)} (through {' > '.join(f.via[1:-1]) or 'itself'})" for f in fns]
     return [*lines, ""]
+
+
+def new_cuda_call_lines(matrix: Matrix) -> list[str]:
+    """Per release without a series of its own: each CUDA-version call the CUDA audit does not list."""
+    found = [p for _, problems in sorted(matrix.new_cuda_calls.items(), key=lambda kv: Version(kv[0].version))
+             for p in problems]
+    return ["new CUDA-version calls (a person classifies each before a port):", *[f"  {p}" for p in found], ""] \
+        if found else []
 
 
 def _cell_text(patch: PatchDrift | None, cell: Cell | None) -> str:
@@ -240,6 +249,9 @@ def _verdict(matrix: Matrix) -> str:
     if new:
         releases = ", ".join(str(t) for t, fns in matrix.new_apis.items() if fns)
         text += f"; {new} new public API function(s) the audit does not classify need a person ({releases})"
+    calls = sum(len(c) for c in matrix.new_cuda_calls.values())
+    if calls:
+        text += f"; {calls} new CUDA-version call(s) the CUDA audit does not list need a person"
     return text
 
 
@@ -307,6 +319,9 @@ def markdown(matrix: Matrix) -> str:
         lines += [f"- `{line.strip().split(':', 1)[0]}`:{_md_escape(line.strip().split(':', 1)[1])}" if line.startswith("  ")
                   else f"**{_md_escape(line)}**" for line in new[1:-1]]
         lines.append("")
+    calls = new_cuda_call_lines(matrix)
+    if calls:
+        lines += ["### New CUDA-version calls", "", *[f"- {_md_escape(line.strip())}" for line in calls[1:-1]], ""]
     wheels = drift_json.wheels(matrix)
     lines += [
         "<details><summary>Wheels read</summary>",

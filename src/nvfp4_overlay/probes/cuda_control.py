@@ -10,6 +10,7 @@ then writes its build.ninja like any other spec's (``SPEC``), and ``nvcc_flags``
 
 from __future__ import annotations
 
+import linecache
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,8 @@ def load(tree: Path) -> ModuleType:
     module.__package__ = MODULE.rpartition(".")[0]
     module.__file__ = str(tree / PATH)
     sys.modules[MODULE] = module
+    # its source readable as a shipped module's is: the overlay names a call by its text
+    linecache.cache[module.__file__] = (len(SOURCE), None, SOURCE.splitlines(keepends=True), module.__file__)
     exec(compile(SOURCE, module.__file__, "exec"), module.__dict__)
     return module
 
@@ -65,8 +68,11 @@ RUN_TIME_SITE = ("flashinfer.gemm.gemm_base", "_heuristic_func_mm_fp4")
 
 
 def ask_as(site: tuple[str, str], lookup: Callable[[], Any]) -> Any:
-    """lookup() called from a function named as the call site (module, a top-level function's name)."""
+    """lookup() called as get_cuda_version() from a function named as the call site (module, a
+    top-level function's name), its source readable as a module's is (the call is named by its text)."""
     module, name = site
-    namespace: dict[str, Any] = {"__name__": module, "lookup": lookup}
-    exec(compile(f"def {name}():\n    return lookup()\n", f"<{module}>", "exec"), namespace)
+    filename, source = f"<{module}>", f"def {name}():\n    return get_cuda_version()\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    namespace: dict[str, Any] = {"__name__": module, "get_cuda_version": lookup}
+    exec(compile(source, filename, "exec"), namespace)
     return namespace[name]()

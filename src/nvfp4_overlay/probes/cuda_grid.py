@@ -78,7 +78,7 @@ def probe_tree(tree: dict[str, Any], cells: list[dict[str, Any]]) -> dict[str, A
         from flashinfer._nvfp4_overlay import cuda
 
         cuda._answers.clear()
-        cuda._classify = lambda module, qualname: "torch"
+        cuda._classify = lambda module, qualname, calls: "torch"
     if tree.get("control_module"):  # a caller the audit never saw, as a new release would bring one
         cuda_control.load(Path(tree["path"]))
     if tree.get("memo_paths", True):

@@ -3,7 +3,8 @@
 ``python run_scopes.py < plan.json`` (the directory holding flashinfer/ first on sys.path, CUDA_HOME a
 toolkit of release 13.0) prints one JSON document: per mode, what each case was answered ("torch",
 "toolkit") and the warnings the overlay gave. A mode sets cuda_sites.py's RUN_TIME, TOOLKIT and
-FORWARDERS, and ``search`` runs the Python 3.10 way of naming a frame (without co_qualname).
+FORWARDERS (module -> qualname -> [call text, ordinal] pairs), and ``search`` runs the Python 3.10
+way of naming a frame (without co_qualname, the call known by its line alone).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import warnings
 import torch
 
 torch.version.cuda = "12.8"
-from flashinfer._nvfp4_overlay import cuda, cuda_sites  # noqa: E402
+from flashinfer._nvfp4_overlay import cuda, cuda_calls, cuda_sites  # noqa: E402
 
 ANSWERS = {"12.8": "torch", "13.0": "toolkit", "False": "torch", "True": "toolkit"}
 
@@ -24,10 +25,12 @@ ANSWERS = {"12.8": "torch", "13.0": "toolkit", "False": "torch", "True": "toolki
 def run_mode(mode: dict) -> dict:
     for table in ("RUN_TIME", "TOOLKIT", "FORWARDERS"):
         getattr(cuda_sites, table).clear()
-        getattr(cuda_sites, table).update({m: frozenset(q) for m, q in mode[table.lower()].items()})
-    for cache in (cuda._sites, cuda._answers, cuda._code_names):
+        getattr(cuda_sites, table).update({m: {q: frozenset(tuple(c) for c in calls) for q, calls in qs.items()}
+                                           for m, qs in mode[table.lower()].items()})
+    for cache in (cuda._sites, cuda._answers, cuda._code_names, cuda._warned, cuda_calls._files):
         cache.clear()
     cuda._qualname = cuda.qualname_by_search if mode["search"] else cuda.qualname_from_code
+    cuda_calls._call_end = cuda_calls.call_end_unknown if mode["search"] else cuda_calls.call_end_from_code
     answers = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -21,9 +21,12 @@ a process and fullgraph fails. Here the answer is upstream's unless the audit sa
   cannot inspect frames), get ``torch.version.cuda``: the runtime the kernels run on, known without
   a process (the toolkit's release when torch has no CUDA).
 
-The call site is the calling frame's module and innermost named scope: a lambda or a comprehension
-asks for the function it sits in, a forwarder (FORWARDERS) for its caller. A FlashInfer caller the
-audit does not know (in neither RUN_TIME nor TOOLKIT) gets upstream's answer and warns once.
+The call site is the call itself: the calling frame's module and innermost named scope (a lambda
+or a comprehension asks for the function it sits in, a forwarder (FORWARDERS) for its caller), and
+the call the frame is making, named by its source text and how many calls of that text come before
+it in that scope (robust to lines upstream adds around it; cuda_calls.py finds it). A FlashInfer
+call the audit does not list gets upstream's answer and warns once, also one inside a function
+whose other calls it lists: a new lookup in an audited function is a new question nobody answered.
 """
 
 import json
@@ -40,6 +43,8 @@ from typing import Callable, Dict, Mapping, Optional, Set, Tuple, TypeVar
 import torch
 from packaging.version import Version
 
+from .cuda_calls import ANONYMOUS as _ANONYMOUS
+from .cuda_calls import Call, calls_at
 from .cuda_sites import FORWARDERS, RUN_TIME, TOOLKIT
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -50,9 +55,6 @@ class UnauditedCudaVersionCall(UserWarning):
     """A FlashInfer function asked for the CUDA version and nvfp4-overlay's audit does not know it."""
 
 
-# The scopes Python makes that have no name of their own (3.11 runs a comprehension in a frame of its
-# own, 3.12 inlines list, set and dict comprehensions): the call site is the named scope around them.
-_ANONYMOUS = frozenset({"<lambda>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 _TORCH, _TOOLKIT, _FORWARDS = "torch", "toolkit", "forwards"
 
 # The lookups are cached like upstream's functools.cache, in plain dicts: dynamo ignores
@@ -61,7 +63,8 @@ _cuda_path: Dict[str, str] = {}
 _toolkit: Dict[str, Version] = {}
 _torch: Dict[str, Version] = {}
 _sites: Dict[CodeType, Site] = {}
-_answers: Dict[Site, str] = {}
+_answers: Dict[CodeType, Dict[int, str]] = {}  # code object -> f_lasti -> the answer of that call
+_warned: Set[object] = set()
 _code_names: Dict[str, Dict[CodeType, str]] = {}  # Python 3.10: module -> its code objects' qualnames
 
 
@@ -121,11 +124,24 @@ def toolkit_cuda_version() -> Version:
 
 
 def _version_for(frame: FrameType) -> Version:
-    answer = _answer(_site(frame))
+    answer = _answer_at(frame)
     while answer == _FORWARDS and frame.f_back is not None:
         frame = frame.f_back  # a forwarder asks for its caller
-        answer = _answer(_site(frame))
+        answer = _answer_at(frame)
     return torch_cuda_version() if answer == _TORCH else toolkit_cuda_version()
+
+
+def _answer_at(frame: FrameType) -> str:
+    """The answer of the call the frame is making, kept per code object and instruction: a call site
+    is found once a process (its file parsed once), then answered from two dict lookups."""
+    at = _answers.get(frame.f_code)
+    if at is None:
+        at = _answers[frame.f_code] = {}
+    answer = at.get(frame.f_lasti)
+    if answer is None:
+        module, qualname = _site(frame)
+        answer = at[frame.f_lasti] = _classify(module, qualname, calls_at(frame))
+    return answer
 
 
 def _site(frame: FrameType) -> Site:
@@ -135,25 +151,24 @@ def _site(frame: FrameType) -> Site:
     return _sites[code]
 
 
-def _answer(site: Site) -> str:
-    if site not in _answers:
-        _answers[site] = _classify(*site)
-    return _answers[site]
-
-
-def _classify(module: str, qualname: str) -> str:
-    if _listed(RUN_TIME, module, qualname):
-        return _TORCH
-    if _listed(FORWARDERS, module, qualname):
-        return _FORWARDS
-    if not _listed(TOOLKIT, module, qualname) and module.partition(".")[0] == "flashinfer":
+def _classify(module: str, qualname: str, calls: Tuple[Call, ...]) -> str:
+    """The audit's answer for the call (RUN_TIME, FORWARDERS, TOOLKIT), upstream's for one it does not
+    list. Python 3.10 knows the line alone: several calls on it count as one if the audit answers them alike."""
+    answers = {answer for answer, table in ((_TORCH, RUN_TIME), (_FORWARDS, FORWARDERS), (_TOOLKIT, TOOLKIT))
+               for call in calls if call in _listed(table, module, qualname)}
+    if len(answers) == 1:
+        return answers.pop()
+    said = calls[0][0] if len(calls) == 1 else "a call whose source it cannot read" if not calls else (
+        "one of: " + ", ".join(c[0] for c in calls))
+    if module.partition(".")[0] == "flashinfer" and (module, qualname, calls) not in _warned:
+        _warned.add((module, qualname, calls))
         warnings.warn(
-            f"flashinfer: {module} {qualname} asks for the CUDA version and is not in nvfp4-overlay's "
-            "audit; it gets the toolkit's release, as upstream answers it. Report it to nvfp4-overlay "
-            "(patches/flashinfer-python/audit-cuda-versions.json), saying whether it decides what nvcc "
-            "compiles.",
+            f"flashinfer: {module} {qualname} asks for the CUDA version ({said}) and the call is not in "
+            "nvfp4-overlay's audit; it gets the toolkit's release, as upstream answers it. Report it to "
+            "nvfp4-overlay (patches/flashinfer-python/audit-cuda-versions.json), saying whether it decides "
+            "what nvcc compiles.",
             UnauditedCudaVersionCall,
-            stacklevel=5,  # the caller, past _answer, _version_for and get_cuda_version
+            stacklevel=5,  # the caller, past _answer_at, _version_for and get_cuda_version
         )
     return _TOOLKIT
 
@@ -176,11 +191,12 @@ def _module_of(frame: FrameType) -> str:
     return str(module)
 
 
-def _listed(table: Mapping[str, "frozenset[str]"], module: str, qualname: str) -> bool:
-    names = table.get(module)
-    if names is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
-        names = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
-    return names is not None and qualname in names
+def _listed(table: Mapping[str, Mapping[str, "frozenset[Call]"]], module: str, qualname: str) -> "frozenset[Call]":
+    """The calls the table lists in the function: (source text, calls of that text before it)."""
+    functions = table.get(module)
+    if functions is None:  # a pattern such as "flashinfer.*cake_build" (one copy per package)
+        functions = next((v for k, v in table.items() if "*" in k and _matches(k, module)), None)
+    return frozenset() if functions is None else functions.get(qualname, frozenset())
 
 
 def _matches(pattern: str, module: str) -> bool:

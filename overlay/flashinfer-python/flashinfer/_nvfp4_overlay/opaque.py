@@ -91,6 +91,8 @@ class _Plan:
             return fn(*args, **kwargs)  # eager, or a call the op does not take: upstream's path
 
         routed.__nvfp4_overlay_op__ = self.op  # type: ignore[attr-defined]
+        # The path a call takes while compiling, for a check to run under FakeTensorMode without dynamo.
+        routed.__nvfp4_overlay_traced__ = traced  # type: ignore[attr-defined]
         return _Live(routed, fn) if self.entry.live_attributes else routed
 
 
@@ -230,7 +232,8 @@ class _Live(functools.partial):  # type: ignore[type-arg]
         # Nothing of the wrapper's own attributes is copied: they are read from it when asked for.
         self.__dict__.update(__wrapped__=upstream, __name__=routed.__name__, __qualname__=routed.__qualname__,
                              __doc__=routed.__doc__, __module__=routed.__module__,
-                             __nvfp4_overlay_op__=routed.__nvfp4_overlay_op__)  # type: ignore[attr-defined]
+                             __nvfp4_overlay_op__=routed.__nvfp4_overlay_op__,  # type: ignore[attr-defined]
+                             __nvfp4_overlay_traced__=routed.__nvfp4_overlay_traced__)  # type: ignore[attr-defined]
         return self
 
     def __getattr__(self, name: str) -> Any:

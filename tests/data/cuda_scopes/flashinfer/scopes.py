@@ -225,3 +225,13 @@ def case_forwarder_of_a_value():
 
 def _forward_value(lookup):
     return lookup()
+
+
+def case_same_text_again():
+    get_cuda_version()
+    return get_cuda_version()  # the second call of this text in the function: a call of its own
+
+
+def case_new_text_in_a_listed_function():
+    get_cuda_version()
+    return is_cuda_version_at_least("13.0")  # another call beside a listed one
