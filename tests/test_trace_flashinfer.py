@@ -161,6 +161,8 @@ def test_sm121_upstream_fails_and_patched_compiles_as_on_sm120(release_oracle: R
     assert behaviour.routed(ladder) == sorted(ROUTED)
     assert behaviour.trace_problems(release, ladder, behaviour.routed(ladder)) == []
     for name in ladder["upstream"]["entries"]:
+        if name in cases.ONLY_GPU:  # upstream refuses it on SM12x before any loader (the FP8 GEMM: SM90 alone)
+            continue
         error = behaviour.upstream_fails(ladder, name)["12.1"]
         assert error is not None and error["kind"] == "Unsupported", (name, error)
         where = LOADERS.get(name, "get_fp4_quantization_module")
