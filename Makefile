@@ -40,9 +40,9 @@ lint: $(VENV)/.lint-ready
 # Every carried release on every case, upstream probed afresh too (tests/oracle/ not taken): the weekly proof.
 # SM121 (GB10) on every release too: the ladder's rung in test_trace_flashinfer.py, SGLang's regions below.
 test-releases: $(VENV)/.test-ready
-	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/test_trace_flashinfer.py \
-		tests/test_cuda_versions.py tests/test_cuda_audit.py tests/test_oracle.py $(ARGS)
-	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/test_sglang_regions.py -k sm121 $(ARGS)
+	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/releases/test_trace_flashinfer.py \
+		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/unit/test_oracle.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
 # `make oracle`, or `make oracle ARGS="0.7.4"`.
@@ -59,12 +59,12 @@ test-torch:
 	test -x $(TORCH_VENV)/bin/python || $(PYTHON) -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/python -m pip install -q -e '.[test-base]' torch==$(TORCH)
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_RELEASES="$$($(TORCH_VENV)/bin/python tests/torch_pins.py $(TORCH))" \
-		$(TORCH_VENV)/bin/python -m pytest tests/test_trace_flashinfer.py tests/test_cuda_versions.py $(ARGS)
+		$(TORCH_VENV)/bin/python -m pytest tests/releases/test_trace_flashinfer.py tests/releases/test_cuda_versions.py $(ARGS)
 
 # Every series on its own wheels (a failure) and on every newer release: where that release carries
 # its own series, a series that does not carry there is news, not a failure (as the drift workflow);
 # where a stack ships that release unpatched by design (its region audit leaves nothing raw), it is not
-# needed there. Exit 0 on the committed tree (tests/test_drift.py holds it).
+# needed there. Exit 0 on the committed tree (tests/carrying/test_drift.py holds it).
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against pinned all $(ARGS)
 
@@ -72,13 +72,13 @@ drift: $(VENV)/.ready
 # (`make test` runs 200); minutes, not in CI. Needs GNU patch on PATH.
 FUZZ_EXAMPLES ?= 10000
 fuzz: $(VENV)/.test-ready
-	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/test_applier_properties.py \
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/property/test_applier_properties.py \
 		--hypothesis-show-statistics --hypothesis-seed=0 $(ARGS)
 
 # docs/patches.md's audit table and the overlay's cuda_sites.py, rendered from
 # patches/flashinfer-python/audit-cuda-versions.json
 docs: $(VENV)/.ready
-	$(PY) -c "from pathlib import Path; from nvfp4_overlay import cuda_audit as a; p = Path('docs/patches.md'); \
+	$(PY) -c "from pathlib import Path; from nvfp4_overlay.audit import cuda_audit as a; p = Path('docs/patches.md'); \
 	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
 	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
 
@@ -91,10 +91,10 @@ routes: $(VENV)/.ready
 # docs/serving-api.md's table from it.
 audit-api: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli audit-api $(ARGS)
-	$(PY) -c "from pathlib import Path; from nvfp4_overlay import api_audit as a; p = Path('docs/serving-api.md'); \
+	$(PY) -c "from pathlib import Path; from nvfp4_overlay.audit import api_audit as a; p = Path('docs/serving-api.md'); \
 	p.write_text(a.render_into(p.read_text(), a.load_audit(Path('patches'))))"
 
-# The generated committed files are what the generators write (CI; tests/test_routes.py too).
+# The generated committed files are what the generators write (CI; tests/releases/test_routes.py too).
 check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
@@ -102,15 +102,15 @@ check-generated: $(VENV)/.ready
 # patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
 # call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.
 cuda-audit: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.cuda_audit_make $(ARGS)
+	$(PY) -m nvfp4_overlay.audit.cuda_audit_make $(ARGS)
 
 # patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.
 sglang-regions-table: $(VENV)/.test-ready
-	$(PY) -m nvfp4_overlay.sglang_table table $(VERSIONS)
+	$(PY) -m nvfp4_overlay.oracle.sglang_table table $(VERSIONS)
 
 sglang-regions-docs: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.sglang_table docs
+	$(PY) -m nvfp4_overlay.oracle.sglang_table docs
 
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)

@@ -8,7 +8,7 @@ from /tmp/site (PYTHONPATH). Steps, each writing what it found under --out as it
 1. `nvfp4-overlay jit-cache --gpu sm90` for the named modules of the default stack's plan (16 cores:
    MAX_JOBS=16), each module's build seconds from the provenance;
 2. the routed entry points' first calls (the case that first loaded each module), each in a fresh
-   interpreter: with the cache on the path, no nvcc on PATH and no CUDA_HOME (probes/jit_load.py:
+   interpreter: with the cache on the path, no nvcc on PATH and no CUDA_HOME (probes/flashinfer/jit_load.py:
    whether FlashInfer took the module from the cache, and every process started), then without it
    (upstream's JIT building it);
 3. `jit-cache --gpu sm120` for the named modules, cross-built, and the SASS cuobjdump lists in each.
@@ -106,7 +106,7 @@ def first_calls(build: dict[str, Any], cache: Path) -> dict[str, Any]:
             env.update(PATH=env_path, PYTHONPATH=os.pathsep.join([*map(str, path), *site, str(ROOT / "src")]),
                        FLASHINFER_WORKSPACE_BASE=tempfile.mkdtemp(prefix="ws-"), MAX_JOBS=str(os.cpu_count() or 16))
             started = time.perf_counter()
-            done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.probes.jit_load"],
+            done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.probes.flashinfer.jit_load"],
                                   input=json.dumps({"calls": [list(call)]}), capture_output=True, text=True,
                                   env=env, check=False)
             wall = round(time.perf_counter() - started, 2)

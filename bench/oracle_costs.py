@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # helpers: the tests' trees and sides
 
 import helpers  # noqa: E402
 
-from nvfp4_overlay import behaviour, fetch, grid, oracle, probe_runner, sglang_releases  # noqa: E402
+from nvfp4_overlay.oracle import behaviour, grid, oracle, probe_runner, sglang_releases
+from nvfp4_overlay.wheel import fetch  # noqa: E402
 
 
 def timed(work: Callable[[], Any]) -> float:

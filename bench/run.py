@@ -30,8 +30,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from nvfp4_overlay import fetch, wheels
-from nvfp4_overlay.manifest import Target, load_stacks, load_upstream
+from nvfp4_overlay.patch.manifest import Target, load_stacks, load_upstream
+from nvfp4_overlay.wheel import build as wheels
+from nvfp4_overlay.wheel import fetch
 
 PY = sys.executable
 PATCHES, OVERLAY = ROOT / "patches", ROOT / "overlay"
@@ -214,7 +215,7 @@ def bench_make_wheels(work: Path, repeat: int) -> list[Row]:
 
 
 def bench_drift(work: Path) -> list[Row]:
-    if not (ROOT / "src" / "nvfp4_overlay" / "drift.py").exists():
+    if not (ROOT / "src" / "nvfp4_overlay" / "carry" / "drift.py").exists():
         return [Row("`drift --against all`", "", "not measured: drift has not landed", "", "", "")]
     command = [PY, str(ROOT / "build_wheels.py"), "drift", "--against", "all", "--dist", "flashinfer-python",
                "--offline", "--json", "--patches-dir", str(PATCHES), "--cache-dir", str(cache_dir())]
@@ -377,7 +378,7 @@ print(json.dumps(result))
 def bench_eager_route(work: Path, version: str) -> list[Row]:
     """An eager call of each routed entry point through the route decorator against the same call of
     the upstream function it wraps, in one process, with the kernel a no-op (CPU tensors, SM100 faked)."""
-    from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+    from nvfp4_overlay.oracle.behaviour import ROUTED_CANDIDATES
 
     target = Target("flashinfer-python", version)
     tree = work / "eager-tree"
@@ -423,7 +424,7 @@ def bench_trace_route(work: Path, version: str, baseline: str, calls: int = 16) 
     """torch.compile(fullgraph=True) of a function that calls one routed entry point `calls` times
     (the first case of the ladder's table, the kernel a no-op), per call: the checkout's overlay
     against the overlay of git revision `baseline`, each in a process of its own."""
-    from nvfp4_overlay.behaviour import ROUTED_CANDIDATES
+    from nvfp4_overlay.oracle.behaviour import ROUTED_CANDIDATES
 
     target = Target("flashinfer-python", version)
     old_overlay = work / "trace-baseline-overlay"

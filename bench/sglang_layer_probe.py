@@ -5,8 +5,8 @@
 SGLANG_TREE and FLASHINFER_TREE are unpacked wheels (their .py files). One fresh interpreter builds
 SGLang's own `Qwen3MoeDecoderLayer` (hidden 256, 4 heads of 64, 8 experts top-2, `--quantization
 modelopt_fp4 --moe-runner-backend BACKEND`, default flashinfer_cutlass) from the release's model code,
-with the region probe's machinery (probes/sglang_machine.py: the faked GPU, single-rank process groups,
-stand-ins for absent modules; probes/sglang_drivers.py: the server arguments), every weight ones and
+with the region probe's machinery (probes/sglang/sglang_machine.py: the faked GPU, single-rank process groups,
+stand-ins for absent modules; probes/sglang/sglang_drivers.py: the server arguments), every weight ones and
 prepared, and traces its forward under SGLang's own piecewise context managers and forward context,
 fullgraph, with the compute capability faked. Prints one JSON line: whether the trace got through,
 the error otherwise, and the graph's custom ops.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from nvfp4_overlay.probes import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
+from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
 Tensor = torch.Tensor
 MODEL = "sglang.srt.models.qwen3_moe"

@@ -1,7 +1,7 @@
 """The slow reference of the serving-API scan: every module of the release parsed whole, then a fixed point.
 
-The scan (nvfp4_overlay.api_graph) reads a release lazily, a statement at a time, to be fast; this
-is the plain version it is held to (tests/test_api_scan.py): the same call graph by a full parse of
+The scan (nvfp4_overlay.audit.api_graph) reads a release lazily, a statement at a time, to be fast; this
+is the plain version it is held to (tests/unit/test_api_scan.py): the same call graph by a full parse of
 every module. Kept as it was written for the audit, apart from what the fast one may choose freely:
 which of the shortest chains to a loader it names. What it found first:
 
@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from nvfp4_overlay.api_scan import PublicFunction, is_public_module, module_name
+from nvfp4_overlay.audit.api_scan import PublicFunction, is_public_module, module_name
 
 CUBIN_LOADER = "flashinfer.jit.cubin_loader"
 JIT_LOADER = "build_and_load"

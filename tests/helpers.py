@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nvfp4_overlay import fetch, oracle, probe_runner
-from nvfp4_overlay.manifest import Target, load_upstream
+from nvfp4_overlay.oracle import oracle, probe_runner
+from nvfp4_overlay.patch.manifest import Target, load_upstream
+from nvfp4_overlay.wheel import fetch
 
 ROOT = Path(__file__).resolve().parent.parent
 PATCHES = ROOT / "patches"
@@ -33,7 +34,7 @@ COMMITTED_ORACLE = ROOT / "tests" / "oracle" / "flashinfer-python"
 def flashinfer_releases() -> list[str]:
     """The carried flashinfer-python releases; NVFP4_OVERLAY_RELEASES="0.7.1 0.7.2" narrows them
     (make test-torch runs a stack's releases under its torch)."""
-    from nvfp4_overlay.manifest import all_targets
+    from nvfp4_overlay.patch.manifest import all_targets
 
     every = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]
     only = os.environ.get("NVFP4_OVERLAY_RELEASES", "").split()
@@ -66,7 +67,7 @@ def by_release(releases: Sequence[str]) -> list[Any]:
 
 def sglang_flashinfer_pins() -> dict[str, str]:
     """SGLang release -> the flashinfer-python release its stack installs, for every stack with SGLang."""
-    from nvfp4_overlay.manifest import load_stacks
+    from nvfp4_overlay.patch.manifest import load_stacks
 
     return {t.version: next(u.version for u in s.targets if u.dist == "flashinfer-python")
             for s in load_stacks(PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
@@ -83,7 +84,7 @@ def default_sglang() -> str:
 
 
 def _default_release(dist: str) -> str:
-    from nvfp4_overlay.manifest import load_stacks
+    from nvfp4_overlay.patch.manifest import load_stacks
 
     stacks = load_stacks(PATCHES)
     stack = stacks.get(stacks.default, PATCHES / "stacks.toml")
@@ -92,7 +93,7 @@ def _default_release(dist: str) -> str:
 
 def pinned_releases(dist: str) -> set[str]:
     """The releases of dist that some stack installs: what operators run."""
-    from nvfp4_overlay.manifest import load_stacks
+    from nvfp4_overlay.patch.manifest import load_stacks
 
     return {t.version for s in load_stacks(PATCHES).stacks for t in s.targets if t.dist == dist}
 
@@ -137,8 +138,8 @@ def private_cache(path: Path) -> Path:
 
 def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Path, offline: bool = False) -> Path:
     """The verified upstream wheel of dist==version that fits this interpreter."""
-    from nvfp4_overlay import fetch
-    from nvfp4_overlay.manifest import Target, load_upstream
+    from nvfp4_overlay.patch.manifest import Target, load_upstream
+    from nvfp4_overlay.wheel import fetch
 
     upstream = load_upstream(patches_dir, Target(dist, version))
     source = fetch.Source(cache_dir, offline=offline)
@@ -148,8 +149,9 @@ def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Pat
 
 def build_one(dist: str, version: str, *, patches_dir: Path, overlay_dir: Path, dist_dir: Path, cache_dir: Path) -> Path:
     """Build dist==version for this interpreter into dist_dir and return the wheel's path."""
-    from nvfp4_overlay import fetch, wheels
-    from nvfp4_overlay.manifest import Target
+    from nvfp4_overlay.patch.manifest import Target
+    from nvfp4_overlay.wheel import build as wheels
+    from nvfp4_overlay.wheel import fetch
 
     options = wheels.Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
     (built,) = wheels.build_targets([Target(dist, version)], options)
@@ -167,7 +169,7 @@ def run_python(code: str, path: Sequence[Path] = (), env: dict[str, str] | None 
 def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",
                 record: bool = True, extra_metadata: str = "") -> Path:
     """A real (small) wheel: the files, a dist-info with METADATA, WHEEL and a correct RECORD."""
-    from nvfp4_overlay.metadata import record_hash
+    from nvfp4_overlay.wheel.metadata import record_hash
 
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
@@ -253,7 +255,7 @@ class ReleaseOracle:
         return self._ladders[key]
 
     def shapes(self, release: str, entries: Sequence[str]) -> dict[str, Any]:
-        """The patched tree's fakes against upstream's wrapper at every rank (probes/fake_shapes.py)."""
+        """The patched tree's fakes against upstream's wrapper at every rank (probes/flashinfer/fake_shapes.py)."""
         return self.oracle.shapes(self.sides(release)[1], entries)
 
     def grid(self, release: str) -> dict[str, Any]:
@@ -268,7 +270,7 @@ def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) ->
     with `sums`, dest's SHA256SUMS lists the edited copy (as if the build had written it)."""
     import hashlib
 
-    from nvfp4_overlay.metadata import record_hash
+    from nvfp4_overlay.wheel.metadata import record_hash
 
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheel.name

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from nvfp4_overlay.archive import CopiedMember, Entry, NewMember, WheelReader, write_wheel
-from nvfp4_overlay.metadata import RecordRow, parse_record, record_hash, set_version, write_record
+from nvfp4_overlay.wheel.archive import CopiedMember, Entry, NewMember, WheelReader, write_wheel
+from nvfp4_overlay.wheel.metadata import RecordRow, parse_record, record_hash, set_version, write_record
 
 Edit = Callable[[str], str]  # the old text ("" for a new file) -> the new text
 

@@ -23,7 +23,7 @@ def releases_under(torch: str) -> list[str]:
     """The flashinfer-python releases of the stacks whose SGLang pins `torch`; all carried ones if none does."""
     from helpers import PATCHES, flashinfer_releases
 
-    from nvfp4_overlay.manifest import load_stacks
+    from nvfp4_overlay.patch.manifest import load_stacks
 
     public = torch.split("+", 1)[0]
     chosen = set()

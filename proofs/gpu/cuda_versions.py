@@ -64,7 +64,7 @@ def child_nvcc() -> dict:
     from flashinfer.jit import core as jit_core
     from flashinfer.jit import cpp_ext
 
-    from nvfp4_overlay.probes.cuda_grid import _ninja_variable  # the probes' reader of build.ninja
+    from nvfp4_overlay.probes.flashinfer.cuda_grid import _ninja_variable  # the probes' reader of build.ninja
 
     try:
         import flashinfer.quantization.fp4_quantization as fq

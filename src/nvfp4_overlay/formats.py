@@ -3,7 +3,7 @@ the generated tables in the docs, written between two markers by one renderer.
 
 A file that is missing or does not parse is named, with what was found and the fix: `missing`
 says what to do when it is not there, `fix` what to do when it does not parse (the syntax, or
-restoring it from git). What a file must hold is its reader's business (manifest.py, the audits).
+restoring it from git). What a file must hold is its reader's business (patch/manifest.py, the audits).
 """
 
 from __future__ import annotations

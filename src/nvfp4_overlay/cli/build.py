@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import wheels
 from ..errors import Exit
-from ..install import Step, Tool, install_steps
-from ..manifest import Stack, load_stacks, load_upstream, resolve_targets
-from ..verify import verify_wheel
+from ..operate import Step, Tool, install_steps, verify_wheel
+from ..patch import Stack, load_stacks, load_upstream, resolve_targets
+from ..wheel import build as wheels
 from .context import Context
 
 
@@ -33,8 +32,8 @@ def cmd_build(ctx: Context) -> int:
 
 
 def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
-    """install's cubin step (cubins.py); under --offline, a note when neither the dist dir nor the cache holds it."""
-    from .. import cubins
+    """install's cubin step (operate/cubins.py); under --offline, a note when neither the dist dir nor the cache holds it."""
+    from ..operate import cubins
 
     if ctx.args.offline:
         line = cubins.missing_line(stack, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
@@ -49,7 +48,7 @@ def _refresh_index(ctx: Context) -> str | None:
     simple = ctx.dist_dir / "simple"
     if not (simple / "index.html").is_file():
         return None
-    from .. import index
+    from ..operate import index
 
     index.write_index(ctx.dist_dir, simple)
     ctx.log(f"refreshed the index {simple} with what the dist dir now holds")

@@ -8,10 +8,10 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .. import by_design, drift_json, matrix, releases, report
+from ..carry import by_design, drift_json, matrix, releases, report
+from ..carry.refresh import refresh
 from ..errors import ConfigError, Exit, Refused
-from ..manifest import Target, all_targets
-from ..refresh import refresh
+from ..patch import Target, all_targets
 from .context import Context
 
 
@@ -101,7 +101,7 @@ def cmd_refresh(ctx: Context) -> int:
 
 
 def cmd_propose(ctx: Context) -> int:
-    from .. import github, propose
+    from ..carry import github, propose
 
     forge = propose.Printed() if ctx.args.dry_run else github.GitHub.from_environment(ctx.args.repo, ctx.args.base)
     done = propose.propose(ctx.patches_dir, ctx.overlay_dir, ctx.source, forge, log=ctx.log, quick=ctx.args.quick)

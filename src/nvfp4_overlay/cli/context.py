@@ -19,7 +19,8 @@ from .output import as_invoked, document_text, say
 from .parser import PROG
 
 if TYPE_CHECKING:
-    from .. import fetch, wheels
+    from ..wheel import build as wheels
+    from ..wheel import fetch
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent
 ZIP_EPOCH = 315532800  # 1980-01-01, zip's earliest date: SOURCE_DATE_EPOCH unset
@@ -46,7 +47,7 @@ class Context:
     @property
     def source(self) -> fetch.Source:
         if self._source is None:
-            from .. import fetch  # the build machinery: only for the commands that read upstream wheels
+            from ..wheel import fetch  # the build machinery: only for the commands that read upstream wheels
 
             args = self.args
             cache = Path(args.cache_dir) if args.cache_dir else fetch.default_cache_dir()
@@ -74,7 +75,7 @@ class Context:
             say(as_invoked(message, self.prog), sys.stderr)
 
     def options(self) -> wheels.Options:
-        from .. import wheels
+        from ..wheel import build as wheels
 
         return wheels.Options(self.patches_dir, self.overlay_dir, self.dist_dir, self.source,
                               fuzz=getattr(self.args, "fuzz", 0), epoch=source_date_epoch())

@@ -6,14 +6,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import api_audit, doctor, installed
-from ..installed import Finding
+from ..audit import api_audit
+from ..operate import Finding, doctor, installed
 from .context import Context
 
 
 def cmd_doctor(ctx: Context) -> int:
     if ctx.args.sglang_args is not None:
-        from .. import sglang_launch
+        from ..audit import sglang_launch
 
         sglang_launch.flags(ctx.args.sglang_args)  # a malformed line is exit 2 before the probe runs
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
@@ -21,7 +21,7 @@ def cmd_doctor(ctx: Context) -> int:
     _new_api(document, finding, ctx.patches_dir)
     _jit(ctx, document, finding)
     if ctx.args.sglang_args is not None:
-        from .. import doctor_launch
+        from ..operate import doctor_launch
 
         doctor_launch.judge(document, ctx.args.sglang_args, ctx.args.model_arch)
     ctx.emit(document, render(document))
@@ -30,8 +30,8 @@ def cmd_doctor(ctx: Context) -> int:
 
 def _jit(ctx: Context, document: dict[str, Any], finding: Finding) -> None:
     """The prebuilt JIT cache, the cubins and the toolkit against this node's FlashInfer and GPU (jit_doctor)."""
-    from .. import jit_doctor
-    from ..manifest import load_stacks
+    from ..operate import jit_doctor
+    from ..patch import load_stacks
 
     jit_doctor.report(document, finding, ctx.args.python or sys.executable, load_stacks(ctx.patches_dir).default)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import api_audit, api_rules, releases, routes
-from ..archive import WheelReader
+from ..audit import api_audit, api_rules, routes
+from ..carry import releases
 from ..errors import ConfigError, Exit
-from ..manifest import Target, all_targets
+from ..patch import Target, all_targets
+from ..wheel import WheelReader
 from .context import Context
 
 FLASHINFER = "flashinfer-python"

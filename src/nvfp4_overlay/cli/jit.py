@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import Exit
-from ..fetch import default_cache_dir
-from ..jit_cache import Request, build_cache
+from ..wheel import Request, build_cache, default_cache_dir
 from .context import Context, source_date_epoch
 
 

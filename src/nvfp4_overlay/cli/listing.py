@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import sglang_raw
-from ..manifest import all_targets, load_stacks, load_upstream
-from ..patching import read_series
+from ..audit import sglang_raw
+from ..patch import all_targets, load_stacks, load_upstream, read_series
 from .context import Context
 
 
@@ -48,14 +47,15 @@ def cmd_list(ctx: Context) -> int:
 def _remaining_raw(ctx: Context) -> dict[str, Any]:
     """stack -> region -> GPU -> what still breaks torch.compile(fullgraph=True) in that region under the
     stack's patched wheels (patches/sglang/audit-regions.json, against the overlay's routes)."""
-    from .. import sglang_audit, sglang_releases
+    from ..audit import sglang_audit
+    from ..oracle import sglang_releases
 
     return sglang_releases.remaining_by_stack(ctx.patches_dir, sglang_audit.read_routes(ctx.overlay_dir / "flashinfer-python"))
 
 
 def _conditional_raw(ctx: Context) -> list[dict[str, Any]]:
     """The calls outside the audited regions (sglang_raw), against what the overlay source routes."""
-    from .. import sglang_audit
+    from ..audit import sglang_audit
 
     return sglang_raw.conditional_calls(sglang_audit.read_routes(ctx.overlay_dir / "flashinfer-python"))
 

@@ -51,13 +51,13 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "is held to the digests its provenance carries. exit 0: explained; 2: not a wheel; 3: refused"),
     "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
-    "install": ("serve", "the commands that install a stack into a serving environment: its upstream "
+    "install": ("operate", "the commands that install a stack into a serving environment: its upstream "
                 "dependencies from your index, then the patched wheels (printed, or run with --run)",
                 "  nvfp4-overlay install                                  the default stack, with pip\n"
                 "  nvfp4-overlay install --stack sglang-0.5.19 --uv\n"
                 "  nvfp4-overlay install --python /srv/sglang/bin/python --run\n"
                 "  nvfp4-overlay install --fleet-index https://wheels.example/simple --python /srv/sglang/bin/python"),
-    "rollback": ("serve", "the commands that put the exact upstream releases back in place of the patched builds "
+    "rollback": ("operate", "the commands that put the exact upstream releases back in place of the patched builds "
                  "an environment has installed (its releases kept)",
                  "  nvfp4-overlay rollback --python /srv/sglang/bin/python\n"
                  "  nvfp4-overlay rollback --uv --python /srv/sglang/bin/python --run\n"
@@ -68,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, the trace check failed, or "
                "no answer within --trace-timeout; "
                "2: --python is no usable interpreter; 3: an installed file differs from its RECORD"),
-    "index": ("serve", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
+    "index": ("operate", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
               "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
     "jit-cache": ("jit", "prebuild the FlashInfer JIT modules a stack's NVFP4 serving path loads on a GPU family, "
                   "with the real nvcc, into a flashinfer_jit_cache wheel FlashInfer loads without building",

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from nvfp4_overlay.probes import forking
@@ -77,8 +78,14 @@ def _run(request: dict[str, Any], errors: Any, scratch: str) -> Any:
     os.environ["TMPDIR"] = tempfile.tempdir = scratch  # the run's processes too
     os.dup2(errors.fileno(), 1)  # stdout carries the answers: whatever the run prints goes with its stderr
     os.dup2(errors.fileno(), 2)  # the run's own stderr, returned with a crash
-    module = importlib.import_module(f"nvfp4_overlay.probes.{request['probe']}")
+    module = importlib.import_module(f"nvfp4_overlay.probes.{probe_module(request['probe'])}")
     return module.run(request["plan"])
+
+
+def probe_module(probe: str) -> str:
+    """A probe's module under probes/, by its name: probes/<what it probes>/<probe>.py."""
+    (path,) = Path(__file__).parent.glob(f"*/{probe}.py")
+    return f"{path.parent.name}.{probe}"
 
 
 if __name__ == "__main__":

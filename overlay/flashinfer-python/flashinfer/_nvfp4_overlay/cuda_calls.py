@@ -2,7 +2,7 @@
 
 cuda.py answers get_cuda_version() and is_cuda_version_at_least() by call: the calling function and
 the call itself, by its source text and how many calls of that text come before it in the function
-(nvfp4_overlay's cuda_scan.py names them so from the wheel's text). This module finds that name from
+(nvfp4_overlay's audit/cuda_scan.py names them so from the wheel's text). This module finds that name from
 a frame: the instruction's position (Python 3.11+: where the call ends; 3.10: its line), the
 function's own lines parsed once a process (the whole file for module and class bodies, lambdas and
 comprehensions, which count as the function they sit in).
@@ -27,7 +27,7 @@ _files: Dict[Tuple[str, int], "_FileCalls"] = {}  # (co_filename, a def's first 
 
 
 def calls_at(frame: FrameType) -> Tuple[Call, ...]:
-    """The call at the frame's instruction, named as the audit names it (cuda_scan.py): its source
+    """The call at the frame's instruction, named as the audit names it (audit/cuda_scan.py): its source
     text and how many calls of that text come before it in its named scope. Python 3.11+ gives the
     instruction's columns, so the call is the one that ends there (every call ends at a ')' of its
     own); 3.10 gives the line, so every call on it. None found (no source): no call the audit lists."""
@@ -83,7 +83,7 @@ def _calls_in(filename: str, first_line: int) -> "_FileCalls":
 class _FileCalls:
     """Every call of some source (a file, or one def of it), by where it ends in the file, with the
     named scope it sits in (a lambda's or a comprehension's calls are its enclosing function's;
-    decorators, defaults and bases run in the scope around the def), as cuda_scan.py walks them."""
+    decorators, defaults and bases run in the scope around the def), as audit/cuda_scan.py walks them."""
 
     def __init__(self, text: str, line_offset: int) -> None:
         self.lines = io.StringIO(text, newline="").readlines()

@@ -8,7 +8,7 @@ dtypes that upstream's public function and the inner op it calls (``fp4_quantize
 kin) produce when the kernel writes nothing: the permuted views of the grouped and experts
 quantizers included. A refusal upstream makes before the kernel is made here too where the
 allocation depends on it; any other refusal happens when the graph runs, in upstream's code.
-tests/test_trace_flashinfer.py holds each fake to upstream's wrapper run with a no-op kernel, for
+tests/releases/test_trace_flashinfer.py holds each fake to upstream's wrapper run with a no-op kernel, for
 every carried release and layout. Where upstream's allocation changed between releases, the
 release that changed it is named here (RELEASE is the upstream release this wheel was built from).
 """

@@ -1,4 +1,4 @@
-"""Every scope Python has, each asking FlashInfer's CUDA version (tests/test_cuda_scopes.py).
+"""Every scope Python has, each asking FlashInfer's CUDA version (tests/releases/test_cuda_scopes.py).
 
 Each case_* function returns what its call site was answered; the site is named in CASES of the test.
 torch's CUDA is 12.8 and the toolkit's 13.0 there, so every answer says which of the two it was.

@@ -1,0 +1,254 @@
+"""doctor: whether an environment's FlashInfer and SGLang are patched, intact and trace, judged from its own facts.
+
+The facts come from a child of the examined interpreter (probes/doctor/doctor_trace.py, `--python PATH`, by
+default this one): what is installed there, RECORD checked, whether flashinfer imports, and the live
+trace. A crash or a hang there cannot take doctor down. Exit status (docs/design.md's table, read
+for a deployment gate): 0 the stack is patched, its files match their RECORD, flashinfer imports and
+the trace check passes; 1 something needs a person: flashinfer-python missing, unpatched or not
+importable, an SGLang release with a series installed unpatched, a broken pin, a failed or hung
+trace; 3 an installed file differs from its RECORD or is gone (a hand edit). 3 wins over 1, since an
+edited file makes every other answer doubtful. A `--python` that is no usable interpreter is 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .. import progress
+from ..errors import ConfigError, OverlayError, TimedOut
+from .installed import Finding, check_pin, judge_distribution, sglang_pins
+
+DISTRIBUTIONS = ("flashinfer-python", "sglang")
+OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
+PACKAGE = Path(__file__).resolve().parents[1]
+PROBE = "nvfp4_overlay.probes.doctor.doctor_trace"
+FILES_PROBE = "nvfp4_overlay.probes.doctor.doctor_files"  # versions, provenance, RECORD against it: nothing imported
+
+
+# --- the facts, from a child of the examined interpreter ------------------------------------------
+
+
+def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
+    """Every fact the probe printed before it finished, crashed or hung; ConfigError if `python` cannot run it."""
+    progress.report(f"{python}: reading the installed distributions" + (" and tracing each routed entry point"
+                                                                         if trace else ""))
+    argv = ["-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
+    facts, why, timed_out = _child_facts(python, argv, timeout)
+    if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
+        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
+               f"run doctor again, and report the error if it stays")
+        raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
+                           fix="run doctor again; report the error if it stays")
+    for name, held in installed_distributions(python, timeout=timeout).items():  # RECORD against the provenance
+        if "against_provenance" in held and name in facts.get("distributions", {}):
+            facts["distributions"][name]["against_provenance"] = held["against_provenance"]
+    hung = {"timed_out": True} if timed_out else {}
+    facts.setdefault("import", {"ok": False, "error": why, **hung})
+    if trace:
+        facts.setdefault("trace", {"ok": False, "error": why, **hung})
+    return facts
+
+
+def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
+    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance and, for a patched
+    build, the RECORD it was installed with against that provenance (probes/doctor/doctor_files.py: no file
+    hashed, nothing imported; apart from the trace probe, whose source keys the oracle's results)."""
+    progress.report(f"{python}: reading the installed distributions")
+    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *DISTRIBUTIONS], timeout)
+    return dict(facts["distributions"])
+
+
+def _child_facts(python: str, argv: list[str], timeout: float) -> tuple[dict[str, Any], str, bool]:
+    """The JSON lines a probe printed in a child of `python`, why it stopped if it did not finish, and
+    whether it timed out (TimedOut if it gave nothing before the distributions: slow is not broken)."""
+    with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-") as tmp:
+        # The child imports only this package from here, through a folder that holds nothing else: the
+        # examined environment's own torch and flashinfer stay the ones it finds. From an empty
+        # directory, without the current one on sys.path (PYTHONSAFEPATH, 3.11+), so a checkout
+        # holding a flashinfer/ folder cannot stand in for the installed package.
+        root, cwd = Path(tmp, "path"), Path(tmp, "cwd")
+        root.mkdir()
+        cwd.mkdir()
+        (root / PACKAGE.name).symlink_to(PACKAGE, target_is_directory=True)
+        path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+        env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=path)
+        try:
+            done = subprocess.run([python, *argv], check=False, capture_output=True, text=True, timeout=timeout,
+                                  env=env, cwd=cwd)
+            stdout, stderr, code = done.stdout, done.stderr, done.returncode
+        except subprocess.TimeoutExpired as exc:
+            stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            stderr, code = "", None
+        except OSError as exc:  # not a program at all (exec format error), or gone since it was checked
+            stdout, stderr, code = "", exc.strerror or str(exc), -1
+    facts: dict[str, Any] = {}
+    for line in stdout.splitlines():
+        try:
+            facts.update(json.loads(line))
+        except ValueError:
+            continue
+    tail = (stderr.strip().splitlines() or [""])[-1]
+    why = f"no answer within {timeout:g} s (--trace-timeout)" if code is None else f"the probe exited {code}"
+    why += f": {tail}" if tail else ""
+    if code is None and "distributions" not in facts:  # slow or hung: nothing says the interpreter is broken
+        msg = (f"--python {python}: doctor's probe gave {why} before it had read the installed distributions; "
+               f"a cold start on a busy machine can take that long: run doctor again with a larger --trace-timeout")
+        raise TimedOut(msg, item="--trace-timeout", path=python, expected=f"an answer within {timeout:g} s",
+                       found="no answer", fix=f"--trace-timeout {max(600, 4 * timeout):g}")
+    if "python" not in facts:
+        msg = (f"--python {python}: it did not run doctor's probe ({why}); name the serving environment's "
+               f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
+        raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
+                          fix="name the environment's bin/python")
+    return facts, why, code is None
+
+
+def check_python(python: str) -> str:
+    """--python PATH: an executable file, checked before anything runs (exit 2, naming it)."""
+    path = Path(python)
+    if not path.is_file() or not os.access(path, os.X_OK):
+        found = "missing" if not path.exists() else "not an executable file"
+        msg = f"--python {python}: {found}; name the serving environment's interpreter, e.g. /srv/sglang/bin/python"
+        raise ConfigError(msg, item="--python", path=python, expected="an executable Python", found=found,
+                          fix="name the environment's bin/python")
+    return python
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+
+def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True,
+             timeout: float = 300) -> tuple[dict[str, Any], Finding]:
+    """The whole report as a JSON-ready document, and the finding that decides the exit status."""
+    python = check_python(python) if python else sys.executable
+    facts = run_probe(python, trace=trace, timeout=timeout)
+    finding = Finding(python=python)
+    distributions = {name: judge_distribution(name, facts["distributions"].get(name, {}), patches_dir, finding)
+                     for name in DISTRIBUTIONS}
+    flashinfer, sglang = distributions["flashinfer-python"], facts["distributions"].get("sglang", {})
+    markers = facts["python"].get("markers", {})
+    if not sglang.get("installed"):
+        finding.notes.append(f"sglang is not installed in {python}")
+    elif flashinfer["installed"]:
+        check_pin(sglang, flashinfer["version"], markers, finding)
+    torch_pin = sglang_pins(sglang, markers).get("torch") if sglang.get("installed") else None
+    fix_torch = (f"install torch into that environment (sglang {sglang['version']} requires {torch_pin})"
+                 if torch_pin else "install into that environment the CUDA build of torch your stack runs")
+    _judge_import(flashinfer, facts["import"], fix_torch, finding)
+    gpu = facts.get("gpu")
+    _judge_gpu(gpu, fix_torch, finding)
+    if trace and flashinfer["installed"] and facts["import"].get("ok"):
+        _judge_trace(facts["trace"], finding)
+    remaining = _remaining_raw(patches_dir, distributions, finding)
+    document: dict[str, Any] = {
+        "python": {k: v for k, v in facts["python"].items() if k != "markers"},
+        "distributions": distributions,
+        "import": facts["import"],
+        "gpu": gpu,
+        "trace": facts["trace"] if trace else {"ok": None, "skipped": True},
+        "sglang_regions_raw": remaining,
+    }
+    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
+                    problems=finding.integrity + finding.problems, notes=finding.notes)
+    return document, finding
+
+
+def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Finding) -> dict[str, Any] | None:
+    """What in the installed SGLang's compiled regions still breaks fullgraph under the installed
+    FlashInfer's routes (patches/sglang/audit-regions.json), in the regions a fullgraph region of the
+    release reaches (patches/sglang/region-reach.toml); None where the table has no answer."""
+    from ..audit import sglang_audit, sglang_raw, sglang_reach
+
+    sglang, flashinfer = distributions["sglang"], distributions["flashinfer-python"]
+    if not (sglang.get("installed") and flashinfer.get("installed")):
+        return None
+    try:
+        version = Version(sglang["version"]).public
+        table = sglang_audit.load_table(patches_dir)
+        reach = sglang_reach.load_reach(patches_dir)
+    except (InvalidVersion, ConfigError):
+        return None
+    if version not in table["releases"]:
+        finding.notes.append(f"sglang {version}: the region audit (patches/sglang/audit-regions.json) has not seen it")
+        return None
+    routes = sglang_audit.read_routes(Path(flashinfer["location"]))
+    left = sglang_audit.stack_remaining(table, version, bool(sglang.get("patched")), routes, reach)
+    said = "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})"
+                     for region, by_gpu in left.items()) or "none"
+    finding.notes.append(f"SGLang {version}'s compiled regions, raw FlashInfer or SGLang code left under this "
+                         f"FlashInfer: {sglang_raw.qualified(said, sglang_raw.conditional_calls(routes))}")
+    return left
+
+
+def _judge_import(flashinfer: dict[str, Any], imported: dict[str, Any], fix_torch: str, finding: Finding) -> None:
+    python = finding.python
+    if not flashinfer["installed"]:
+        finding.problems.append(
+            f"flashinfer-python is not installed in {python}; install a stack's wheels there "
+            f"('nvfp4-overlay install --stack NAME --python {python}' prints the commands)")
+    elif imported.get("timed_out"):  # slow or hung, not shown broken: no reinstall advised
+        finding.problems.append(f"flashinfer-python {flashinfer['version']} gave {imported['error']} while it "
+                                f"imported in {python}; run doctor again with a larger --trace-timeout")
+    elif not imported.get("ok"):
+        error = imported.get("error") or "no answer"
+        fix = (fix_torch if "torch" in error else
+               f"reinstall the stack ('nvfp4-overlay install --stack NAME --python {python}'), or fix what the error names")
+        finding.problems.append(f"flashinfer-python {flashinfer['version']} does not import in {python} ({error}); {fix}")
+
+
+def _judge_gpu(gpu: dict[str, Any] | None, fix_torch: str, finding: Finding) -> None:
+    """No torch is a problem (nothing can run); no GPU only a note: CI and build machines have none."""
+    if gpu is None:
+        return
+    if gpu.get("torch") is None:
+        finding.problems.append(f"torch does not import in {finding.python} ({gpu.get('error')}): FlashInfer "
+                                f"needs it and the trace check cannot run; {fix_torch}")
+    elif gpu.get("cuda") is None:
+        finding.notes.append(
+            f"torch {gpu['torch']} is a CPU build (torch.version.cuda is None), so no GPU can serve here; the trace "
+            f"check faked a CUDA build and compute capability 12.0. On a server, install the CUDA build of torch")
+    elif not gpu.get("devices"):
+        finding.notes.append(
+            f"torch {gpu['torch']} (CUDA {gpu['cuda']}) sees no GPU: check the driver ('nvidia-smi') and "
+            f"CUDA_VISIBLE_DEVICES; the trace check faked compute capability 12.0")
+    for device in gpu.get("devices") or []:
+        if tuple(device["capability"]) >= (12, 1) and device["capability"][0] == 12 and \
+                Version(gpu["cuda"]) < Version("12.9"):  # FlashInfer's is_sm12x_supported, compilation_context
+            finding.notes.append(
+                f"GPU {device['index']} is SM{device['capability'][0]}{device['capability'][1]} (GB10, DGX Spark): "
+                f"FlashInfer supports it from CUDA 12.9 (torch here: {gpu['cuda']}); install a torch built for "
+                f"CUDA 12.9 or 13.0")
+
+
+def gpu_family(capability: list[int]) -> str:
+    """How FlashInfer and SGLang group a compute capability: both ask the major alone for SM12x (FlashInfer's
+    is_sm12x_supported and JIT modules' supported_major_versions, SGLang's is_sm120_supported), so 12.1
+    (GB10, DGX Spark) takes every SM120 path."""
+    major, minor = capability
+    if major == 12:
+        return "SM12x, the SM120 paths" + (" (from CUDA 12.9)" if minor >= 1 else "")
+    return f"SM{major}x" if major >= 10 else f"SM{major}{minor}"
+
+
+def _judge_trace(trace: dict[str, Any], finding: Finding) -> None:
+    entries = trace.get("entries") or {}
+    if trace.get("timed_out"):
+        finding.problems.append(f"the trace check gave {trace.get('error')}; it compiles every routed entry point, "
+                                f"which takes minutes on a cold cache: run doctor again with a larger --trace-timeout")
+    elif not entries and trace.get("cause") is None:  # no-torch and no-import are judged above, with their fix
+        finding.problems.append(f"the trace check did not run: {trace.get('error')}; run doctor again, and report "
+                                f"the error if it stays")
+    for name, entry in entries.items():
+        if not entry.get("ok"):
+            finding.problems.append(
+                f"flashinfer.{name} does not compile with torch.compile(fullgraph=True): {entry.get('error')}")
+        elif not any(op.startswith(OPAQUE_OP) for op in entry.get("ops", [])):
+            finding.notes.append(f"flashinfer.{name}: the traced graph holds no {OPAQUE_OP}* op: {entry.get('ops')}")

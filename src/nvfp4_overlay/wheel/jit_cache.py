@@ -1,0 +1,203 @@
+"""A stack's JIT cache for one GPU family: which modules, built where and with what, packed as a wheel.
+
+The modules are those the patched FlashInfer's routed entry points load on that GPU, found by
+calling them (probes/flashinfer/jit_plan.py: every case of probes/flashinfer/cases.py, the GPU faked, upstream's
+CompilationContext choosing the architectures from it and the toolkit), not listed by hand. Each is
+built by FlashInfer's own AOT machinery from the release's own sources (the patched wheel, unpacked
+whole), one at a time under the cache dir, so an interrupted build resumes: a module whose inputs
+(sources' digests, flags) are unchanged is kept. The result is a flashinfer_jit_cache wheel
+(wheel/jit_wheel.py) in the dist dir, listed in SHA256SUMS, with its provenance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..errors import ConfigError, OverlayError
+from ..files import (
+    SHA256SUMS,
+    AtomicWrites,
+    format_sums,
+    read_sums,
+    replace_dir,
+    sha256_bytes,
+    sha256_file,
+    staging_dir,
+)
+from ..patch import Stack, Target, load_stacks, load_upstream
+from . import jit_wheel
+from .archive import zip_date_time
+from .jit_toolkit import Toolkit, find_toolkit, link_stub
+
+# GPU family -> the compute capability the probe fakes (a family's first member: SM120 is the RTX PRO
+# 6000 and RTX 50 series, SM121 the DGX Spark, SM100 the B200/GB200, SM90 the H100/H200).
+GPUS: dict[str, tuple[int, int]] = {"sm90": (9, 0), "sm100": (10, 0), "sm120": (12, 0), "sm121": (12, 1)}
+PLAN_PROBE = "nvfp4_overlay.probes.flashinfer.jit_plan"
+
+
+@dataclass(frozen=True)
+class Request:
+    stack: str | None  # None: the default stack
+    gpu: str
+    modules: tuple[str, ...] | None = None  # None: every module of the plan
+    torch_cuda: str | None = None  # None: the toolkit's release (a torch built for it)
+
+
+@dataclass(frozen=True)
+class Result:
+    wheel: Path
+    sha256: str
+    version: str
+    provenance: dict[str, Any]
+
+
+def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: Path, epoch: int,
+                log: Callable[[str], None]) -> Result:
+    # 1. The stack, its FlashInfer and the patched wheel that build wrote.
+    stack, target, local = _stack(request, patches_dir)
+    wheel = _patched_wheel(dist_dir, local, stack)
+    sha256 = sha256_file(wheel)
+    # 2. The toolkit (the real nvcc) and the workspace this wheel, GPU and toolkit build in.
+    toolkit = find_toolkit()
+    work = cache_dir / "jit-cache" / f"{sha256[:16]}-{request.gpu}-cuda{toolkit.release}"
+    tree = _unpacked(wheel, work / "tree")
+    # 3. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
+    plan = {"tree": str(tree), "gpu": list(GPUS[request.gpu]), "toolkit": str(toolkit.root),
+            "torch_cuda": request.torch_cuda or toolkit.release,
+            "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None}}
+    log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules, then nvcc ({toolkit.nvcc_version})")
+    found = _run_probe(plan, toolkit, work)
+    _check_asked(request, found)
+    _check_failed(found, work)
+    # 4. The wheel: the modules built, the plan and how they were built.
+    version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
+    provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
+    built = [jit_wheel.Built(n, (work / "modules" / n / f"{n}.so").read_bytes()) for n in sorted(found["built"])]
+    for module in built:
+        provenance["modules"][module.name]["sha256"] = sha256_bytes(module.data)
+    files = jit_wheel.members(version, built, provenance, f"{target.dist}=={local}")
+    name = jit_wheel.filename(version)
+    return _land(dist_dir, name, files, epoch, version, provenance)
+
+
+def _stack(request: Request, patches_dir: Path) -> tuple[Stack, Target, str]:
+    if request.gpu not in GPUS:
+        msg = f"--gpu {request.gpu}: not a GPU family this tool builds for; use one of {', '.join(GPUS)}"
+        raise ConfigError(msg, item="--gpu", expected=" | ".join(GPUS), found=request.gpu, fix="--gpu sm120")
+    stacks = load_stacks(patches_dir)
+    stack = stacks.get(request.stack or stacks.default, patches_dir / "stacks.toml")
+    target = next((t for t in stack.targets if t.dist == "flashinfer-python"), None)
+    if target is None:
+        msg = f"stack {stack.name} patches no flashinfer-python: there is no JIT cache to build for it"
+        raise ConfigError(msg, item=stack.name, expected="a patched flashinfer-python", found="none")
+    return stack, target, load_upstream(patches_dir, target).local_version
+
+
+def _patched_wheel(dist_dir: Path, local: str, stack: Stack) -> Path:
+    found = sorted(dist_dir.glob(f"flashinfer_python-{local}-*.whl"))
+    if not found:
+        msg = (f"{dist_dir} holds no flashinfer_python-{local}-*.whl: the cache is built from the patched wheel's "
+               f"sources; build it first ('nvfp4-overlay build --stack {stack.name}')")
+        raise ConfigError(msg, path=dist_dir, item=f"flashinfer-python=={local}", expected="the patched wheel",
+                          found="not built", fix=f"nvfp4-overlay build --stack {stack.name}")
+    return found[-1]
+
+
+def _unpacked(wheel: Path, tree: Path) -> Path:
+    """The whole wheel (sources, CUTLASS, headers), once per wheel digest; unpacked aside, then renamed."""
+    if (tree / "flashinfer" / "__init__.py").is_file():
+        return tree
+    staged = staging_dir(tree)
+    with zipfile.ZipFile(wheel) as zf:  # our own build's output, verified when it was written
+        zf.extractall(staged)
+    replace_dir(staged, tree)
+    return tree
+
+
+def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, Any]:
+    try:
+        import torch  # noqa: F401 - only to say what is missing before a child says it worse
+    except ImportError as exc:
+        msg = (f"{sys.executable}: no torch: planning imports FlashInfer, which needs it (any build, a CPU one "
+               f"will do); pip install torch, or run from an environment that has it")
+        raise ConfigError(msg, item="torch", expected="importable", found="missing", fix="pip install torch") from exc
+    env = dict(os.environ, FLASHINFER_WORKSPACE_BASE=str(work / "workspace"), CUDA_HOME=str(toolkit.root))
+    stub = link_stub(toolkit, work / "libcuda-stub")
+    if stub is not None:
+        env["LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(stub), env.get("LIBRARY_PATH")]))
+        plan["libcuda_stub"] = True
+    done = subprocess.run([sys.executable, "-m", PLAN_PROBE], input=json.dumps(plan), env=env, check=False,
+                          stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        msg = (f"building the JIT cache stopped (exit {done.returncode}); nvcc's or FlashInfer's message is above. "
+               f"Fix what it names and run the same command again: the modules built so far are kept in {work}")
+        raise OverlayError(msg, path=work, expected="exit 0", found=f"exit {done.returncode}",
+                           fix="fix what the message above names, then run the command again")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _check_asked(request: Request, found: dict[str, Any]) -> None:
+    unknown = sorted(set(request.modules or ()) - set(found["modules"]))
+    if unknown:
+        msg = (f"--module {', '.join(unknown)}: not loaded by the serving path on {request.gpu}; the plan's modules "
+               f"are {', '.join(sorted(found['modules']))}")
+        raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown))
+
+
+def _check_failed(found: dict[str, Any], work: Path) -> None:
+    failed = found.get("failed") or {}
+    if failed:
+        lines = "; ".join(f"{name}: {line}" for name, line in sorted(failed.items()))
+        msg = (f"nvcc could not build {len(failed)} module(s) ({lines}); the {len(found['built'])} built are kept in "
+               f"{work}: fix the toolkit (a header missing: install the full CUDA toolkit) and run the same command again, "
+               f"or leave them out with --module")
+        raise OverlayError(msg, path=work, item=", ".join(sorted(failed)), expected="built", found=lines,
+                           fix="install the full CUDA toolkit, or name the other modules with --module")
+
+
+def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolkit: Toolkit, plan: dict[str, Any],
+                found: dict[str, Any]) -> dict[str, Any]:
+    modules = {}
+    for name, module in sorted(found["modules"].items()):
+        entry = {k: module[k] for k in ("sources", "cuda_cflags", "cflags", "ldflags", "include_dirs", "needs_device_linking",
+                                           "inputs", "first_loaded_by")}
+        entry["included"] = name in found["built"]
+        if entry["included"]:
+            entry["build_seconds"] = found["built"][name]["seconds"]
+        elif name in found.get("skipped", {}):
+            entry["not_prebuilt"] = found["skipped"][name]
+        modules[name] = entry
+    return {
+        "tool": "nvfp4-overlay", "tool_version": __version__, "kind": "jit-cache",
+        "stack": stack.name, "gpu": request.gpu, "capability": list(GPUS[request.gpu]), "archs": found["archs"],
+        "flashinfer": {"filename": wheel.name, "sha256": sha256, "version": found["version"]},
+        "cuda": {"release": toolkit.release, "nvcc": toolkit.nvcc_version, "torch_cuda": plan["torch_cuda"],
+                 "libcuda_stub": bool(plan.get("libcuda_stub"))},
+        "modules": modules, "cubins": found["cubins"], "not_reproducible": jit_wheel.NOT_REPRODUCIBLE,
+    }
+
+
+def _land(dist_dir: Path, name: str, files: dict[str, bytes], epoch: int, version: str,
+          provenance: dict[str, Any]) -> Result:
+    sums = read_sums(dist_dir / SHA256SUMS)
+    with AtomicWrites(dist_dir) as writes:
+        with writes.open(name) as out:
+            jit_wheel.write(out, files, zip_date_time(epoch))  # type: ignore[arg-type]
+        writes.commit()
+    digest = sha256_file(dist_dir / name)
+    sums[name] = digest
+    with AtomicWrites(dist_dir) as writes:
+        with writes.open(SHA256SUMS) as out:
+            out.write(format_sums(sums))
+        writes.commit()
+    return Result(dist_dir / name, digest, version, provenance)

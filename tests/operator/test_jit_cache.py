@@ -1,0 +1,145 @@
+"""jit-cache with the real nvcc: one module of the default stack built, resolved by FlashInfer's own lookup, verified.
+
+The cheapest module of the default stack's SM120 serving path is fp4_kv_quant (one .cu file: about
+25 s on two cores); jit-cache keeps it under the shared cache by its inputs (the patched wheel's
+sha256, the GPU, the toolkit, the sources' digests and flags), so a warm run plans and packs only.
+The full sets are built by `make jit-cache GPU=...` (docs/bench.md says how long where).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import build_one, cache_dir
+
+from nvfp4_overlay.cli import main
+from nvfp4_overlay.operate import jit_doctor
+from nvfp4_overlay.operate.installed import Finding
+from nvfp4_overlay.wheel.jit_toolkit import find_toolkit
+from nvfp4_overlay.wheel.metadata import record_hash
+
+pytestmark = [pytest.mark.upstream, pytest.mark.torch,
+              pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
+                                 reason="needs the CUDA toolkit (nvcc)")]
+ROOT = Path(__file__).resolve().parents[2]
+MODULE = "fp4_kv_quant"
+CALL = ["nvfp4_kv_quantize", "m40-k256"]  # the routed entry point whose loader builds it
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    dist = tmp_path_factory.mktemp("dist")
+    patched = build_one("flashinfer-python", "0.6.8.post1", patches_dir=ROOT / "patches", overlay_dir=ROOT / "overlay",
+                        dist_dir=dist, cache_dir=cache_dir())
+    code = main(["jit-cache", "--gpu", "sm120", "--module", MODULE, "--dist-dir", str(dist), "--cache-dir",
+                 str(cache_dir()), "--patches-dir", str(ROOT / "patches"), "--quiet"])
+    assert code == 0
+    (wheel,) = dist.glob("flashinfer_jit_cache-*.whl")
+    trees = tmp_path_factory.mktemp("trees")
+    for name, source in (("flashinfer", patched), ("cache", wheel)):
+        with zipfile.ZipFile(source) as zf:
+            zf.extractall(trees / name)
+    return {"wheel": wheel, "patched": patched, "flashinfer": trees / "flashinfer", "cache": trees / "cache"}
+
+
+def _node_env(path: list[Path], tmp_path: Path) -> dict[str, str]:
+    """A serving node without nvcc: no CUDA_HOME, a PATH with no toolkit and no ninja; libcudart found
+    as a CUDA torch finds it (here: the toolkit's lib64 on the loader path)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST")}
+    env.update(PATH="/usr/bin:/bin", PYTHONPATH=os.pathsep.join(map(str, path)),
+               LD_LIBRARY_PATH=str(find_toolkit().root / "lib64"), FLASHINFER_WORKSPACE_BASE=str(tmp_path))
+    return env
+
+
+def _first_call(path: list[Path], tmp_path: Path) -> dict[str, Any]:
+    plan = {"gpu": [12, 0], "torch_cuda": "13.0", "calls": [CALL]}
+    done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.probes.flashinfer.jit_load"], input=json.dumps(plan),
+                          capture_output=True, text=True, env=_node_env(path, tmp_path), check=False, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_the_wheel_holds_the_module_with_a_version_flashinfer_accepts(built: dict[str, Path]) -> None:
+    version = built["wheel"].name.split("-")[1]
+    assert version == "0.6.8.post1+nvfp4.7.cu130.sm120"
+    package = built["cache"] / "flashinfer_jit_cache"
+    assert (package / "jit_cache" / MODULE / f"{MODULE}.so").is_file()
+    provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
+    assert provenance["archs"] == ["120f"] and provenance["modules"][MODULE]["included"]
+    assert provenance["modules"][MODULE]["first_loaded_by"] == CALL
+    # kept under the cache by its inputs: a run after this one (or after an interruption) builds it no more
+    stamp = next(cache_dir().glob(f"jit-cache/{provenance['flashinfer']['sha256'][:16]}-sm120-cuda*/modules/{MODULE}/build.json"))
+    assert json.loads(stamp.read_text())["inputs"] == provenance["modules"][MODULE]["inputs"]
+    assert "-gencode=arch=compute_120f,code=sm_120f" in provenance["modules"][MODULE]["cuda_cflags"]
+    # the other modules of the plan are named, not held: they JIT at first call
+    assert {"fp4_quantization_120f", "norm"} <= {n for n, m in provenance["modules"].items() if not m["included"]}
+
+
+def test_flashinfer_loads_it_from_the_cache_and_starts_no_process(built: dict[str, Path], tmp_path: Path) -> None:
+    result = _first_call([built["cache"], built["flashinfer"]], tmp_path)
+    call = result["calls"]["nvfp4_kv_quantize[m40-k256]"]
+    assert result["aot_dir"] == str(built["cache"] / "flashinfer_jit_cache" / "jit_cache")
+    assert call["outcome"] == "loaded", call
+    assert call["loads"] == [{"name": MODULE, "is_aot": True,
+                              "library": str(built["cache"] / "flashinfer_jit_cache" / "jit_cache" / MODULE / f"{MODULE}.so")}]
+    assert result["processes"] == []
+
+
+def test_without_the_cache_the_same_call_builds(built: dict[str, Path], tmp_path: Path) -> None:
+    """The control: the audit sees the build the cache spares (ninja started, not found on this PATH)."""
+    result = _first_call([built["flashinfer"]], tmp_path)
+    call = result["calls"]["nvfp4_kv_quantize[m40-k256]"]
+    assert call["outcome"] != "loaded" and call["loads"] == []
+    assert any("ninja" in p for p in result["processes"]), result["processes"]
+
+
+def test_verify_refuses_an_edited_cache_wheel(built: dict[str, Path], tmp_path: Path) -> None:
+    assert main(["verify", str(built["wheel"]), "--patches-dir", str(ROOT / "patches")]) == 0
+    edited = tmp_path / built["wheel"].name
+    member = f"flashinfer_jit_cache/jit_cache/{MODULE}/{MODULE}.so"
+    with zipfile.ZipFile(built["wheel"]) as zin, zipfile.ZipFile(edited, "w") as zout:
+        record_name = next(n for n in zin.namelist() if n.endswith("RECORD"))
+        data = bytearray(zin.read(member))
+        data[-1] ^= 0xFF
+        for info in zin.infolist():
+            if info.filename == member:
+                zout.writestr(info, bytes(data))
+            elif info.filename == record_name:  # the RECORD row rewritten to match, as an editor would
+                rows = zin.read(record_name).decode().splitlines()
+                rows = [f"{member},{record_hash(bytes(data))},{len(data)}" if r.startswith(member + ",") else r for r in rows]
+                zout.writestr(info, "\n".join(rows) + "\n")
+            else:
+                zout.writestr(info, zin.read(info.filename))
+    assert main(["verify", str(edited), "--patches-dir", str(ROOT / "patches")]) == 3
+
+
+def test_doctor_with_and_without_the_cache(built: dict[str, Path], tmp_path: Path) -> None:
+    without = Finding()
+    view = jit_doctor.judge(jit_doctor.facts(sys.executable, env=_node_env([built["flashinfer"]], tmp_path)),
+                            "sglang-0.5.11", without)
+    assert view["cache"] is None
+    assert any("no flashinfer_jit_cache" in n for n in without.notes)
+    assert any("no nvcc on PATH" in n for n in without.notes)  # no GPU here: a note, not a serving node's problem
+    on_a_node = Finding()
+    jit_doctor.judge({**jit_doctor.facts(sys.executable, env=_node_env([built["flashinfer"]], tmp_path)), "gpu": "sm120"},
+                     "sglang-0.5.11", on_a_node)
+    assert any("no nvcc on PATH" in p for p in on_a_node.problems)  # nothing prebuilt, nothing to build with
+    with_cache = Finding()
+    fact = jit_doctor.facts(sys.executable, env=_node_env([built["cache"], built["flashinfer"]], tmp_path))
+    view = jit_doctor.judge(fact, "sglang-0.5.11", with_cache)
+    assert view["cache"] == "0.6.8.post1+nvfp4.7.cu130.sm120"
+    assert view["prebuilt"] == [MODULE] and "norm" in view["will_jit"]
+    assert not any("jit-cache" in p and "built for" in p for p in with_cache.problems)
+    on_hopper = Finding()
+    jit_doctor.judge({**fact, "gpu": "sm90", "torch_cuda": "12.8"}, "sglang-0.5.11", on_hopper)
+    assert any("built for sm120, this node's GPU is sm90" in p for p in on_hopper.problems)
+    assert any("built with CUDA 13, this torch is CUDA 12.8" in p for p in on_hopper.problems)

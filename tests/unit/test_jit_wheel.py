@@ -1,0 +1,80 @@
+"""The flashinfer_jit_cache wheel (synthetic modules): its version rule, layout, fixed bytes, and verify's checks."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.version import Version
+
+from nvfp4_overlay.files import SHA256SUMS, format_sums, sha256_bytes, sha256_file
+from nvfp4_overlay.operate import jit_verify
+from nvfp4_overlay.wheel import jit_wheel
+
+
+def _provenance(data: bytes) -> dict[str, Any]:
+    module: dict[str, Any] = {"sources": {"<tree>/a.cu": "0" * 64}, "cflags": [], "cuda_cflags": ["-O3"], "ldflags": [],
+                              "include_dirs": [], "needs_device_linking": False}
+    module["inputs"] = hashlib.sha256(json.dumps(module, sort_keys=True).encode()).hexdigest()
+    module.update(included=True, sha256=sha256_bytes(data), first_loaded_by=["fp4_quantize", "x"])
+    return {"stack": "sglang-0.5.11", "gpu": "sm120", "cuda": {"release": "13.0"}, "modules": {"m": module},
+            "flashinfer": {"filename": "flashinfer_python-0.6.8.post1+nvfp4.7-py3-none-any.whl", "sha256": "x"}}
+
+
+def _wheel(directory: Path, data: bytes = b"\x7fELF module", provenance: dict[str, Any] | None = None) -> Path:
+    version = jit_wheel.cache_version("0.6.8.post1+nvfp4.7", "13", "sm120")
+    files = jit_wheel.members(version, [jit_wheel.Built("m", data)], provenance or _provenance(data),
+                              "flashinfer-python==0.6.8.post1+nvfp4.7")
+    out = io.BytesIO()
+    jit_wheel.write(out, files, (1980, 1, 1, 0, 0, 0))
+    path = directory / jit_wheel.filename(version)
+    path.write_bytes(out.getvalue())
+    (directory / SHA256SUMS).write_bytes(format_sums({path.name: sha256_file(path)}))
+    return path
+
+
+def test_the_version_is_one_flashinfer_and_pip_accept() -> None:
+    version = jit_wheel.cache_version("0.6.8.post1+nvfp4.7", "13", "sm120")
+    assert version == "0.6.8.post1+nvfp4.7.cu130.sm120"
+    assert version.startswith("0.6.8.post1")  # flashinfer/jit/env.py's rule against flashinfer's __version__
+    assert Version(version).public == "0.6.8.post1" and Version(version).local == "nvfp4.7.cu130.sm120"
+
+
+def test_the_layout_is_flashinfer_s_and_the_bytes_are_fixed(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = _wheel(tmp_path / "a"), _wheel(tmp_path / "b")
+    assert first.read_bytes() == second.read_bytes()
+    with zipfile.ZipFile(first) as zf:
+        names = zf.namelist()
+        init = zf.read("flashinfer_jit_cache/__init__.py").decode()
+    assert "flashinfer_jit_cache/jit_cache/m/m.so" in names
+    assert names[-1].endswith(".dist-info/RECORD")
+    assert '__version__ = "0.6.8.post1+nvfp4.7.cu130.sm120"' in init and "def get_jit_cache_dir" in init
+
+
+def test_verify_accepts_it_as_written(tmp_path: Path) -> None:
+    verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path))
+    assert verdict.ok, verdict.problems
+
+
+@pytest.mark.parametrize("edit", ["module-and-provenance", "flags"])
+def test_verify_refuses_a_rewritten_provenance(tmp_path: Path, edit: str) -> None:
+    """A module and its provenance rewritten together, RECORD made to match: SHA256SUMS beside it differs;
+    flags edited in the provenance: they no longer digest to the module's inputs."""
+    path = _wheel(tmp_path)
+    sums = (tmp_path / SHA256SUMS).read_bytes()
+    provenance = _provenance(b"other bytes")
+    if edit == "flags":
+        provenance = _provenance(b"\x7fELF module")
+        provenance["modules"]["m"]["cuda_cflags"] = ["-O0"]
+    _wheel(tmp_path, b"other bytes" if edit != "flags" else b"\x7fELF module", provenance)
+    (tmp_path / SHA256SUMS).write_bytes(sums)  # what jit-cache wrote beside the original
+    problems = jit_verify.verify_cache_wheel(path).problems
+    expected = "altered after jit-cache wrote it" if edit != "flags" else "do not digest to its inputs"
+    assert any(expected in p for p in problems), problems
