@@ -68,7 +68,9 @@ def probe_digest(probe: str) -> str:
 def probe_sources(probe: str) -> set[str]:
     """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names, and the
     interpreter every probe runs in (probes/serve.py: what it does before a fork, each run sees)."""
-    return {n.removeprefix("probes/") for n in _imported([f"probes.{probe_module(probe)}", "probes.serve"])}
+    # a probe a test writes inline (test_trace_sglang's) has no file of its own: serve.py alone, as before
+    module = f"probes.{probe_module(probe)}" if any(PROBES.glob(f"*/{probe}.py")) else f"probes.{probe}"
+    return {n.removeprefix("probes/") for n in _imported([module, "probes.serve"])}
 
 
 def patched_inputs(wheel_sha256: str, patches_dir: Path, overlay_dir: Path, dist: str, version: str) -> dict[str, str]:
