@@ -326,7 +326,7 @@ def _duration(seconds: float) -> str:
 EAGER_PROBE = r'''
 import json, os, sys, time
 import torch
-from nvfp4_overlay.probes import cases, flashinfer_trace as probe, serving_stubs
+from nvfp4_overlay.probes.flashinfer import cases, flashinfer_trace as probe, serving_stubs
 torch.version.cuda = "12.8"
 os.environ["FLASHINFER_WORKSPACE_BASE"] = sys.argv[1]
 import flashinfer

@@ -387,7 +387,8 @@ def test_the_default_stack_resolves_in_a_fresh_venv_and_the_patched_wheels_keep_
     # test alone); both reach the pins asserted below. The test takes the newest.
     python = fresh_venv(tmp_path / "serving", newest_pip=True)
     code, out, _ = run("install", "--python", python, "--dist-dir", str(dist), "--patches-dir", str(PATCHES), "--json")
-    first, second, _ = (s["argv"] for s in json.loads(out)["steps"])
+    steps = [s["argv"] for s in json.loads(out)["steps"]]  # upstream, flashinfer-cubin, the patched wheels, check
+    first, second = steps[0], next(argv for argv in steps if "--find-links" in argv)
     report = tmp_path / "report.json"
     # Step 1 as printed, as a dry run: the whole tree from this machine's index (about 196 distributions).
     done = subprocess.run([*first[:4], "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *first[4:]],
@@ -415,7 +416,8 @@ def test_the_default_stack_resolves_in_a_fresh_venv_and_the_patched_wheels_keep_
     assert _requirements_met(resolved, document["environment"]) == []
     # Control: the same set with another torch is not clean, so the check above can fail.
     wrong = {**resolved, "torch": ("2.9.1", resolved["torch"][1])}
-    assert any(p.startswith("sglang 0.5.11+nvfp4.3 requires torch==2.11.0") for p in _requirements_met(wrong, document["environment"]))
+    sglang = load_upstream_local(Target("sglang", "0.5.11"))
+    assert any(p.startswith(f"sglang {sglang} requires torch==2.11.0") for p in _requirements_met(wrong, document["environment"]))
 
 
 def load_upstream_local(target: Target) -> str:

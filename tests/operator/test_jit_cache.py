@@ -23,6 +23,7 @@ from helpers import build_one, cache_dir
 from nvfp4_overlay.cli import main
 from nvfp4_overlay.operate import jit_doctor
 from nvfp4_overlay.operate.installed import Finding
+from nvfp4_overlay.patch import Target, load_upstream
 from nvfp4_overlay.wheel.jit_toolkit import find_toolkit
 from nvfp4_overlay.wheel.metadata import record_hash
 
@@ -30,6 +31,8 @@ pytestmark = [pytest.mark.upstream, pytest.mark.torch,
               pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
                                  reason="needs the CUDA toolkit (nvcc)")]
 ROOT = Path(__file__).resolve().parents[2]
+# the patched wheel's version the cache wheel's begins with (FlashInfer's jit/env.py asks that)
+PATCHED = load_upstream(ROOT / "patches", Target("flashinfer-python", "0.6.8.post1")).local_version
 MODULE = "fp4_kv_quant"
 CALL = ["nvfp4_kv_quantize", "m40-k256"]  # the routed entry point whose loader builds it
 
@@ -70,7 +73,7 @@ def _first_call(path: list[Path], tmp_path: Path) -> dict[str, Any]:
 
 def test_the_wheel_holds_the_module_with_a_version_flashinfer_accepts(built: dict[str, Path]) -> None:
     version = built["wheel"].name.split("-")[1]
-    assert version == "0.6.8.post1+nvfp4.7.cu130.sm120"
+    assert version == f"{PATCHED}.cu130.sm120"
     package = built["cache"] / "flashinfer_jit_cache"
     assert (package / "jit_cache" / MODULE / f"{MODULE}.so").is_file()
     provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
@@ -136,7 +139,7 @@ def test_doctor_with_and_without_the_cache(built: dict[str, Path], tmp_path: Pat
     with_cache = Finding()
     fact = jit_doctor.facts(sys.executable, env=_node_env([built["cache"], built["flashinfer"]], tmp_path))
     view = jit_doctor.judge(fact, "sglang-0.5.11", with_cache)
-    assert view["cache"] == "0.6.8.post1+nvfp4.7.cu130.sm120"
+    assert view["cache"] == f"{PATCHED}.cu130.sm120"
     assert view["prebuilt"] == [MODULE] and "norm" in view["will_jit"]
     assert not any("jit-cache" in p and "built for" in p for p in with_cache.problems)
     on_hopper = Finding()

@@ -24,8 +24,8 @@ from helpers import ROOT, cache_dir
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
 PROBE = ROOT / "bench" / "sglang_layer_probe.py"
-PROBE_MODULES = ("sglang_drivers", "sglang_imports", "sglang_machine", "sglang_regions", "sglang_moe", "forking",
-                 "io_audit")
+PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
+                 "sglang/sglang_moe", "forking", "io_audit")
 SGLANG, FLASHINFER = "0.5.11", "0.6.8.post1"  # the default stack
 CASES = [
     # (id, SGLang patched?, FlashInfer side, GPU, MoE runner backend, traced whole?)

@@ -34,7 +34,7 @@ UNROUTED = [
 PROBE = """
 import json, os, sys, tempfile
 import torch
-from nvfp4_overlay.probes import cases, flashinfer_trace as ft, serving_stubs
+from nvfp4_overlay.probes.flashinfer import cases, flashinfer_trace as ft, serving_stubs
 torch.version.cuda = "12.8"
 os.environ["FLASHINFER_WORKSPACE_BASE"] = tempfile.mkdtemp()
 import flashinfer

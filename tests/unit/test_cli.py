@@ -265,6 +265,10 @@ def test_a_path_that_holds_the_tools_name_is_not_a_hint() -> None:
 # --- a closed stdout, Ctrl-C, a module this interpreter lacks --------------------------------------
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(*argv: str, **kwargs: Any) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "nvfp4_overlay.cli", *argv], cwd=ROOT, **kwargs)
 
@@ -317,8 +321,10 @@ def test_sigint_while_a_child_runs_is_exit_130_and_a_document(tmp_path: Path) ->
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 60\n")
     python.chmod(0o755)
+    # SIGINT as an interactive shell leaves it: a background job (`make test &`) inherits it ignored,
+    # and Python then installs no KeyboardInterrupt handler
     with _cli("doctor", "--python", str(python), "--no-trace", "--json", stdout=subprocess.PIPE,
-              stderr=subprocess.PIPE) as proc:
+              stderr=subprocess.PIPE, preexec_fn=_sigint_default) as proc:
         while not started.exists() and proc.poll() is None:
             time.sleep(0.01)  # until the probe runs: the signal then lands in doctor's wait on it
         os.kill(proc.pid, signal.SIGINT)

@@ -78,7 +78,8 @@ def trace_problems(release: str, ladder: dict[str, Any], routed: Sequence[str]) 
         if "crash" in result:
             return [f"{release}: the {kind} probe crashed: {str(result['crash'])[-800:]}"]
     gpus = gpu_keys(upstream)
-    if not gpus or gpu_keys(patched) != gpus:  # a side that skipped a GPU would pass it unseen
+    if not gpus or sorted(gpu_keys(patched)) != sorted(gpus):  # a side that skipped a GPU would pass it unseen
+        # (sorted: a committed upstream half keeps its keys sorted, a fresh result in the plan's order)
         return [f"{release}: the patched ladder ran on {gpu_keys(patched)}, upstream's on {gpus}"]
     base = _base_gpus(upstream)
     problems = lookup_problems(release, patched.get("lookups") or {})
