@@ -1,4 +1,4 @@
-"""A whole SGLang decoder layer (Qwen3-MoE, ModelOpt NVFP4) under fullgraph on a CPU: bench/sglang_layer_probe.py.
+"""A whole SGLang decoder layer (Qwen3-MoE, ModelOpt NVFP4) under fullgraph on a CPU: tests/releases/sglang_layer_probe.py.
 
 The default stack's SGLang (0.5.11) builds its own Qwen3MoeDecoderLayer and dynamo traces its forward
 under SGLang's piecewise context managers, the GPU faked: the upstream stack fails on SM120 (in
@@ -23,7 +23,7 @@ from helpers import ROOT, cache_dir
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
-PROBE = ROOT / "bench" / "sglang_layer_probe.py"
+PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
 PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
                  "sglang/sglang_moe", "forking", "io_audit")
 SGLANG, FLASHINFER = "0.5.11", "0.6.8.post1"  # the default stack

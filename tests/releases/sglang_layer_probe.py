@@ -1,6 +1,6 @@
 """A whole SGLang decoder layer (Qwen3-MoE, ModelOpt NVFP4) under torch.compile(fullgraph=True), on a CPU.
 
-    python bench/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
+    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
 
 SGLANG_TREE and FLASHINFER_TREE are unpacked wheels (their .py files). One fresh interpreter builds
 SGLang's own `Qwen3MoeDecoderLayer` (hidden 256, 4 heads of 64, 8 experts top-2, `--quantization
@@ -34,7 +34,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402

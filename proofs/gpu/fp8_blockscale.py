@@ -1,6 +1,6 @@
 """GPU proof of the routed fp8_blockscale_gemm_sm90 (patch 0002), on SM90, in one device call.
 
-    python3 bench/gpu_fp8_blockscale_proof.py --wheels DIR --out "$OUT"
+    python3 proofs/gpu/fp8_blockscale.py --wheels DIR --out "$OUT"
 
 DIR holds `patched/` (one patched flashinfer-python wheel), `upstream/` (its upstream wheel) and
 `deps/` (apache-tvm-ffi for this interpreter). The calls are the ones SGLang's FP8 block-scale
