@@ -456,3 +456,51 @@ def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) ->
     code, out, err = run("install", "--gpu", "sm90", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     assert code == 0 and "holds no JIT cache of sglang-0.5.11 for sm90" in err
     assert not any("flashinfer-jit-cache" in s["shell"] for s in json.loads(out)["steps"])
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("data", [b"\x7fELF edited", b"\x7fELF as built"], ids=["edited", "as-built"])
+def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default_dist: Path, tmp_path: Path, data: bytes,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gpu adds the JIT cache wheel to what step 2 installs: it is verified with the others before step 1
+    (a module whose bytes are not the ones its provenance records, RECORD rewritten to match); the same
+    wheel as built passes, and step 1 then runs (and fails here, on an empty index)."""
+    import io
+
+    from nvfp4_overlay.wheel import jit_wheel
+
+    dist = tmp_path / "dist"
+    shutil.copytree(default_dist, dist)
+    patched = load_upstream_local(Target("flashinfer-python", "0.6.8.post1"))
+    version = jit_wheel.cache_version(patched, "13", "sm120")
+    module = {"sources": {}, "cflags": [], "cuda_cflags": [], "ldflags": [], "include_dirs": [],
+              "needs_device_linking": False}
+    module["inputs"] = hashlib.sha256(json.dumps(module, sort_keys=True).encode()).hexdigest()
+    module.update(included=True, sha256=hashlib.sha256(b"\x7fELF as built").hexdigest(), first_loaded_by=[])
+    provenance = {"stack": "sglang-0.5.11", "gpu": "sm120", "cuda": {"release": "13.0"}, "modules": {"m": module},
+                  "flashinfer": {"filename": f"flashinfer_python-{patched}-py3-none-any.whl",
+                                 "sha256": hashlib.sha256((dist / f"flashinfer_python-{patched}-py3-none-any.whl")
+                                                          .read_bytes()).hexdigest()}}
+    files = jit_wheel.members(version, [jit_wheel.Built("m", data)], provenance,
+                              f"flashinfer-python=={patched}")
+    out = io.BytesIO()
+    jit_wheel.write(out, files, (1980, 1, 1, 0, 0, 0))
+    cache = dist / jit_wheel.filename(version)
+    cache.write_bytes(out.getvalue())
+    with (dist / "SHA256SUMS").open("a") as sums:
+        sums.write(f"{hashlib.sha256(cache.read_bytes()).hexdigest()}  {cache.name}\n")
+    empty = tmp_path / "empty-index"
+    empty.mkdir()
+    use_index(monkeypatch, empty.as_uri())  # had step 1 run, it would fail fast here, not reach an index
+    python = fresh_venv(tmp_path / "serving", pip=False)
+    from helpers import OVERLAY
+
+    code, out_text, err = run("install", "--run", "--json", "--gpu", "sm120", "--python", python, "--dist-dir",
+                              str(dist), "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    error = json.loads(out_text)["error"]
+    if data == b"\x7fELF as built":
+        assert code == 1 and error["kind"] == "StepFailed" and "step 1 of" in error["message"], error
+        return
+    assert code == 3, err
+    assert "refused before step 1" in error["message"] and cache.name in error["found"], error
+    assert installed(python).keys().isdisjoint({"flashinfer-python", "sglang", "flashinfer-jit-cache"})

@@ -44,6 +44,8 @@ def cmd_install(ctx: Context) -> int:
                               fix=f"nvfp4-overlay build --stack {stack.name}")
         ctx.log(f"warning: {msg}")
     wheels = [w for pattern in patterns for w in sorted(dist.glob(pattern))]
+    if ctx.args.gpu and not fleet:  # the JIT cache step 2 installs is checked with the patched wheels
+        wheels += _jit_cache_wheels(ctx, stack, dist)[-1:]
     if ctx.args.run and wheels:
         _verify_before_install(ctx, stack, dist, wheels)
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
@@ -87,7 +89,7 @@ def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], d
     from ..wheel import jit_wheel
 
     local = next(v for t, v in _local_versions(ctx, stack).items() if t.dist == "flashinfer-python")
-    found = sorted(dist.glob(f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}-*.whl"))
+    found = _jit_cache_wheels(ctx, stack, dist)
     if not found:
         fix = f"nvfp4-overlay jit-cache --stack {stack.name} --gpu {ctx.args.gpu}"
         msg = f"{dist} holds no JIT cache of {stack.name} for {ctx.args.gpu}: build it first ('{fix}')"
@@ -102,6 +104,14 @@ def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], d
     step = Step(f"FlashInfer's JIT modules prebuilt for {ctx.args.gpu}: the serving path's first calls build nothing",
                 tuple(tool.command("install") + ["--no-deps", *where, f"{jit_wheel.DIST}=={version}"]))
     return [*steps[:-1], step, steps[-1]]
+
+
+def _jit_cache_wheels(ctx: Context, stack: Stack, dist: Path) -> list[Path]:
+    """The stack's flashinfer_jit_cache wheels of --gpu's family in the dist dir, oldest first."""
+    from ..wheel import jit_wheel
+
+    local = next(v for t, v in _local_versions(ctx, stack).items() if t.dist == "flashinfer-python")
+    return sorted(dist.glob(f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}-*.whl"))
 
 
 def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> None:
