@@ -313,3 +313,36 @@ def _assemble(node: Any, values: Mapping[str, Any], tensors: Iterator[Any]) -> A
     if node != "Tensor" and values.get(node) is not None:
         return values[node]
     return next(tensors)
+
+
+# --- a synthetic flashinfer_jit_cache wheel (tests/unit/test_jit_wheel.py, tests/operator/test_install.py) --
+
+
+def jit_cache_provenance(data: bytes, flashinfer: str = "flashinfer_python-0.6.8.post1+nvfp4.7-py3-none-any.whl",
+                         flashinfer_sha256: str = "x") -> dict[str, Any]:
+    """What jit-cache records of one module "m" whose built bytes are `data`, for the patched wheel named."""
+    import hashlib
+    import json
+
+    module: dict[str, Any] = {"sources": {"<tree>/a.cu": "0" * 64}, "cflags": [], "cuda_cflags": ["-O3"], "ldflags": [],
+                              "include_dirs": [], "needs_device_linking": False}
+    module["inputs"] = hashlib.sha256(json.dumps(module, sort_keys=True).encode()).hexdigest()
+    module.update(included=True, sha256=hashlib.sha256(data).hexdigest(), first_loaded_by=["fp4_quantize", "x"])
+    return {"stack": "sglang-0.5.11", "gpu": "sm120", "cuda": {"release": "13.0"}, "modules": {"m": module},
+            "flashinfer": {"filename": flashinfer, "sha256": flashinfer_sha256}}
+
+
+def jit_cache_wheel(directory: Path, data: bytes, provenance: Mapping[str, Any],
+                    flashinfer_version: str = "0.6.8.post1+nvfp4.7") -> Path:
+    """The cache wheel of module "m" holding `data` (as jit-cache packs it), written into directory."""
+    import io
+
+    from nvfp4_overlay.wheel import jit_wheel
+
+    version = jit_wheel.cache_version(flashinfer_version, "13", "sm120")
+    files = jit_wheel.members(version, [jit_wheel.Built("m", data)], provenance, f"flashinfer-python=={flashinfer_version}")
+    out = io.BytesIO()
+    jit_wheel.write(out, files, (1980, 1, 1, 0, 0, 0))
+    path = directory / jit_wheel.filename(version)
+    path.write_bytes(out.getvalue())
+    return path

@@ -465,28 +465,15 @@ def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default
     """--gpu adds the JIT cache wheel to what step 2 installs: it is verified with the others before step 1
     (a module whose bytes are not the ones its provenance records, RECORD rewritten to match); the same
     wheel as built passes, and step 1 then runs (and fails here, on an empty index)."""
-    import io
-
-    from nvfp4_overlay.wheel import jit_wheel
+    from helpers import jit_cache_provenance, jit_cache_wheel
 
     dist = tmp_path / "dist"
     shutil.copytree(default_dist, dist)
     patched = load_upstream_local(Target("flashinfer-python", "0.6.8.post1"))
-    version = jit_wheel.cache_version(patched, "13", "sm120")
-    module = {"sources": {}, "cflags": [], "cuda_cflags": [], "ldflags": [], "include_dirs": [],
-              "needs_device_linking": False}
-    module["inputs"] = hashlib.sha256(json.dumps(module, sort_keys=True).encode()).hexdigest()
-    module.update(included=True, sha256=hashlib.sha256(b"\x7fELF as built").hexdigest(), first_loaded_by=[])
-    provenance = {"stack": "sglang-0.5.11", "gpu": "sm120", "cuda": {"release": "13.0"}, "modules": {"m": module},
-                  "flashinfer": {"filename": f"flashinfer_python-{patched}-py3-none-any.whl",
-                                 "sha256": hashlib.sha256((dist / f"flashinfer_python-{patched}-py3-none-any.whl")
-                                                          .read_bytes()).hexdigest()}}
-    files = jit_wheel.members(version, [jit_wheel.Built("m", data)], provenance,
-                              f"flashinfer-python=={patched}")
-    out = io.BytesIO()
-    jit_wheel.write(out, files, (1980, 1, 1, 0, 0, 0))
-    cache = dist / jit_wheel.filename(version)
-    cache.write_bytes(out.getvalue())
+    flashinfer = f"flashinfer_python-{patched}-py3-none-any.whl"
+    provenance = jit_cache_provenance(b"\x7fELF as built", flashinfer,
+                                      hashlib.sha256((dist / flashinfer).read_bytes()).hexdigest())
+    cache = jit_cache_wheel(dist, data, provenance, patched)
     with (dist / "SHA256SUMS").open("a") as sums:
         sums.write(f"{hashlib.sha256(cache.read_bytes()).hexdigest()}  {cache.name}\n")
     empty = tmp_path / "empty-index"

@@ -2,38 +2,25 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import json
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import jit_cache_provenance, jit_cache_wheel
 from packaging.version import Version
 
-from nvfp4_overlay.files import SHA256SUMS, format_sums, sha256_bytes, sha256_file
+from nvfp4_overlay.files import SHA256SUMS, format_sums, sha256_file
 from nvfp4_overlay.operate import jit_verify
 from nvfp4_overlay.wheel import jit_wheel
 
 
 def _provenance(data: bytes) -> dict[str, Any]:
-    module: dict[str, Any] = {"sources": {"<tree>/a.cu": "0" * 64}, "cflags": [], "cuda_cflags": ["-O3"], "ldflags": [],
-                              "include_dirs": [], "needs_device_linking": False}
-    module["inputs"] = hashlib.sha256(json.dumps(module, sort_keys=True).encode()).hexdigest()
-    module.update(included=True, sha256=sha256_bytes(data), first_loaded_by=["fp4_quantize", "x"])
-    return {"stack": "sglang-0.5.11", "gpu": "sm120", "cuda": {"release": "13.0"}, "modules": {"m": module},
-            "flashinfer": {"filename": "flashinfer_python-0.6.8.post1+nvfp4.7-py3-none-any.whl", "sha256": "x"}}
+    return jit_cache_provenance(data)
 
 
 def _wheel(directory: Path, data: bytes = b"\x7fELF module", provenance: dict[str, Any] | None = None) -> Path:
-    version = jit_wheel.cache_version("0.6.8.post1+nvfp4.7", "13", "sm120")
-    files = jit_wheel.members(version, [jit_wheel.Built("m", data)], provenance or _provenance(data),
-                              "flashinfer-python==0.6.8.post1+nvfp4.7")
-    out = io.BytesIO()
-    jit_wheel.write(out, files, (1980, 1, 1, 0, 0, 0))
-    path = directory / jit_wheel.filename(version)
-    path.write_bytes(out.getvalue())
+    path = jit_cache_wheel(directory, data, provenance or _provenance(data))
     (directory / SHA256SUMS).write_bytes(format_sums({path.name: sha256_file(path)}))
     return path
 
