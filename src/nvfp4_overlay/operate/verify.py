@@ -236,7 +236,8 @@ def _planned(verdict: Verdict, checkout: _Checkout,
         return None
     try:
         with fetch.open_upstream(checkout.upstream, pin, source) as reader:
-            plan = plan_wheel(checkout.upstream, pin, reader, checkout.series, checkout.overlay, fuzz=fuzz)
+            plan = plan_wheel(checkout.upstream, pin, reader.infos, reader.read, checkout.series, checkout.overlay,
+                              fuzz=fuzz)
     except NotInCache:
         return None
     except OverlayError as exc:  # a cached copy that is not the pin (removed), a series that no longer applies
