@@ -70,14 +70,8 @@ def _build_targets(targets: Sequence[Target], options: Options, log: Log) -> lis
     holds every wheel of the run, and SHA256SUMS, until all of them are done.
     """
     built: list[Built] = []
-    with contextlib.ExitStack() as stack:
-        made: list[AtomicWrites] = []
-
-        def landing() -> AtomicWrites:
-            if not made:
-                made.append(stack.enter_context(AtomicWrites(options.dist_dir)))
-            return made[0]
-
+    with contextlib.ExitStack() as landing:
+        writes: AtomicWrites | None = None
         for number, target in enumerate(targets, start=1):
             progress.report(f"[{number}/{len(targets)}] {target}")
             upstream, series, overlay = _pin(target, options, log)
@@ -86,18 +80,24 @@ def _build_targets(targets: Sequence[Target], options: Options, log: Log) -> lis
                 progress.report(f"[{number}/{len(targets)}] {target}: building from {pin.filename}")
                 with fetch.open_upstream(upstream, pin, options.source) as reader:  # hashed once, on this handle
                     plan = plan_wheel(upstream, pin, reader.infos, reader.read, series, overlay, fuzz=options.fuzz)
-                    with landing().open(plan.filename) as out:
+                    writes = writes or landing.enter_context(AtomicWrites(options.dist_dir))
+                    with writes.open(plan.filename) as out:
                         digest = write_wheel(out, reader, plan.entries, options.date_time)
                 _log_offsets(plan.hunks, log)
                 built.append(Built(target, pin.filename, pin.sha256, options.dist_dir / plan.filename,
                                    digest, plan.hunks, plan.overlay, series.unlisted))
-        # SHA256SUMS: what this build wrote, and the earlier entries whose wheel is still there.
-        new = {b.wheel.name: b.sha256 for b in built}
-        sums = {n: d for n, d in read_sums(options.dist_dir / SHA256SUMS).items() if (options.dist_dir / n).exists()}
-        with landing().open(SHA256SUMS) as out:
-            out.write(format_sums({**sums, **new}))
-        landing().commit()
+        writes = writes or landing.enter_context(AtomicWrites(options.dist_dir))  # no wheel: SHA256SUMS all the same
+        _write_sums(writes, options.dist_dir, built)
+        writes.commit()
     return built
+
+
+def _write_sums(writes: AtomicWrites, dist_dir: Path, built: Sequence[Built]) -> None:
+    """SHA256SUMS: what this build wrote, and the earlier entries whose wheel is still there."""
+    new = {b.wheel.name: b.sha256 for b in built}
+    sums = {n: d for n, d in read_sums(dist_dir / SHA256SUMS).items() if (dist_dir / n).exists()}
+    with writes.open(SHA256SUMS) as out:
+        out.write(format_sums({**sums, **new}))
 
 
 def _pin(target: Target, options: Options, log: Log) -> tuple[Upstream, Series, tuple[OverlayFile, ...]]:
