@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from nvfp4_overlay.patch.manifest import Target, load_stacks, load_upstream
-from nvfp4_overlay.wheel import build as wheels
 from nvfp4_overlay.wheel import fetch
+from nvfp4_overlay.wheel.build import Options, build_targets
 
 PY = sys.executable
 PATCHES, OVERLAY = ROOT / "patches", ROOT / "overlay"
@@ -88,7 +88,7 @@ def upstream_path(target: Target) -> Path:
 
 
 def build_one(target: Target, dist_dir: Path, overlay: Path = OVERLAY) -> Path:
-    (built,) = wheels.build_targets([target], wheels.Options(PATCHES, overlay, dist_dir, fetch.Source(cache_dir())))
+    (built,) = build_targets([target], Options(PATCHES, overlay, dist_dir, fetch.Source(cache_dir())))
     return built.wheel
 
 
@@ -108,12 +108,12 @@ def bench_build_vs_checked_copy(work: Path, repeat: int) -> list[Row]:
     """The build in this process (its wheel hashed once on the way in, once on the way out, for
     SHA256SUMS) against `sha256sum W && cp W` in a shell, alternated, medians of `repeat` pairs."""
     src = upstream_path(BIG)
-    options = wheels.Options(PATCHES, OVERLAY, work / "checked-dist", fetch.Source(cache_dir(), offline=True))
+    options = Options(PATCHES, OVERLAY, work / "checked-dist", fetch.Source(cache_dir(), offline=True))
 
     def build() -> tuple[float, float]:
         shutil.rmtree(options.dist_dir, ignore_errors=True)
         start, cpu = time.perf_counter(), time.process_time()
-        wheels.build_targets([BIG], options)
+        build_targets([BIG], options)
         return time.perf_counter() - start, time.process_time() - cpu
 
     floor = ["sh", "-c", f"sha256sum '{src}' > /dev/null && cp '{src}' '{work / 'floor.whl'}'"]

@@ -150,11 +150,10 @@ def fetch_upstream(dist: str, version: str, *, patches_dir: Path, cache_dir: Pat
 def build_one(dist: str, version: str, *, patches_dir: Path, overlay_dir: Path, dist_dir: Path, cache_dir: Path) -> Path:
     """Build dist==version for this interpreter into dist_dir and return the wheel's path."""
     from nvfp4_overlay.patch.manifest import Target
-    from nvfp4_overlay.wheel import build as wheels
-    from nvfp4_overlay.wheel import fetch
+    from nvfp4_overlay.wheel import build, fetch
 
-    options = wheels.Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
-    (built,) = wheels.build_targets([Target(dist, version)], options)
+    options = build.Options(patches_dir, overlay_dir, dist_dir, fetch.Source(cache_dir))
+    (built,) = build.build_targets([Target(dist, version)], options)
     return built.wheel
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from nvfp4_overlay.wheel.archive import CopiedMember, Entry, NewMember, WheelReader, write_wheel
+from nvfp4_overlay.wheel.archive import WheelReader
 from nvfp4_overlay.wheel.metadata import RecordRow, parse_record, record_hash, set_version, write_record
+from nvfp4_overlay.wheel.recipe import CopiedMember, Entry, NewMember
+from nvfp4_overlay.wheel.writer import write_wheel
 
 Edit = Callable[[str], str]  # the old text ("" for a new file) -> the new text
 

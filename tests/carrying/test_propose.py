@@ -22,10 +22,11 @@ from nvfp4_overlay.errors import ConfigError
 from nvfp4_overlay.oracle import sglang_releases
 from nvfp4_overlay.patch.manifest import Target, load_stacks
 from nvfp4_overlay.patch.series import read_series
-from nvfp4_overlay.wheel.archive import CopiedMember, NewMember, WheelReader
-from nvfp4_overlay.wheel.archive import write_wheel as write_archive
+from nvfp4_overlay.wheel.archive import WheelReader
 from nvfp4_overlay.wheel.fetch import Source
 from nvfp4_overlay.wheel.metadata import RecordRow, find_dist_info, parse_record, record_hash, set_version, write_record
+from nvfp4_overlay.wheel.recipe import CopiedMember, NewMember
+from nvfp4_overlay.wheel.writer import write_wheel as write_archive
 
 
 class FakeGitHub:

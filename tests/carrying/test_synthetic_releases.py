@@ -34,8 +34,7 @@ from nvfp4_overlay import cli
 from nvfp4_overlay.oracle import behaviour, grid, oracle, probe_runner
 from nvfp4_overlay.patch.manifest import Target
 from nvfp4_overlay.probes.flashinfer import cuda_control
-from nvfp4_overlay.wheel import build as wheels
-from nvfp4_overlay.wheel import fetch
+from nvfp4_overlay.wheel import build, fetch
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("synthetic-release")]  # one build
 
@@ -122,8 +121,8 @@ def trees(series: dict[str, Any], wheelhouse: Path, private_cache: Path,
           tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The synthetic release unpacked, upstream and patched with the 0.7.4 series as it stands."""
     source = fetch.Source(private_cache, wheelhouse=wheelhouse, offline=True)
-    options = wheels.Options(series["patches"], OVERLAY, tmp_path_factory.mktemp("dist"), source)
-    (built,) = wheels.build_targets([Target("flashinfer-python", NEW)], options)
+    options = build.Options(series["patches"], OVERLAY, tmp_path_factory.mktemp("dist"), source)
+    (built,) = build.build_targets([Target("flashinfer-python", NEW)], options)
     return {"upstream": probe_runner.unpack(series["wheel"], tmp_path_factory.mktemp("upstream")),
             "patched": probe_runner.unpack(built.wheel, tmp_path_factory.mktemp("patched"))}
 

@@ -25,7 +25,9 @@ from nvfp4_overlay.errors import PatchError
 from nvfp4_overlay.operate.verify import verify_wheel
 from nvfp4_overlay.patch.patching import Series, apply_series, decode, encode, read_patch
 from nvfp4_overlay.probes.doctor.doctor_files import record_rows_sha256
-from nvfp4_overlay.wheel.archive import CopiedMember, WheelReader, write_wheel, zip_date_time
+from nvfp4_overlay.wheel.archive import WheelReader
+from nvfp4_overlay.wheel.recipe import CopiedMember
+from nvfp4_overlay.wheel.writer import write_wheel, zip_date_time
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 import make_fixtures

@@ -1,4 +1,4 @@
-"""archive.name_problem: the fast split must refuse exactly what the PurePosixPath version refused."""
+"""names.name_problem: the fast split must refuse exactly what the PurePosixPath version refused."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nvfp4_overlay.wheel.archive import name_problem
+from nvfp4_overlay.wheel.names import name_problem
 
 
 def reference(name: str) -> str | None:

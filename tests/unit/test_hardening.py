@@ -235,18 +235,18 @@ def test_a_disk_that_refuses_the_write_names_the_path_and_the_fix(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         code: int, where: str, fix: str) -> None:
     from nvfp4_overlay import files
-    from nvfp4_overlay.wheel import build as wheels
+    from nvfp4_overlay.wheel import build
 
     project = make_project(tmp_path, Case())
     before = snapshot(project.dist)
     if where == "write":
-        real = wheels.write_wheel
+        real = build.write_wheel
 
         def write_wheel(out: object, *args: object) -> str:
             real(out, *args)  # the bytes go to the temporary file's buffer; the disk refuses them
             raise OSError(code, os.strerror(code))
 
-        monkeypatch.setattr(wheels, "write_wheel", write_wheel)
+        monkeypatch.setattr(build, "write_wheel", write_wheel)
     else:
         def mkstemp(*args: object, dir: str, **kwargs: object) -> tuple[int, str]:
             raise OSError(code, os.strerror(code), os.path.join(dir, ".demo.tmp"))

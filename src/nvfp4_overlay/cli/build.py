@@ -8,14 +8,14 @@ from typing import Any
 from ..errors import Exit
 from ..operate import Step, Tool, install_steps, verify_wheel
 from ..patch import Stack, load_stacks, load_upstream, resolve_targets
-from ..wheel import build as wheels
+from ..wheel import build
 from .context import Context
 
 
 def cmd_build(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
     targets = resolve_targets(stacks, ctx.args.stack, ctx.args.targets, ctx.patches_dir / "stacks.toml")
-    built = wheels.build_targets(targets, ctx.options(), ctx.log)
+    built = build.build_targets(targets, ctx.options(), ctx.log)
     stale = _refresh_index(ctx)
     if ctx.args.stack == "all":
         install = ["install a stack with: nvfp4-overlay install --stack NAME (nvfp4-overlay list names them)"]
@@ -55,7 +55,7 @@ def _refresh_index(ctx: Context) -> str | None:
     return str(simple)
 
 
-def _built_json(b: wheels.Built) -> dict[str, Any]:
+def _built_json(b: build.Built) -> dict[str, Any]:
     return {
         "target": str(b.target),
         "wheel": str(b.wheel),

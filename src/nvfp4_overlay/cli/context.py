@@ -19,8 +19,7 @@ from .output import as_invoked, document_text, say
 from .parser import PROG
 
 if TYPE_CHECKING:
-    from ..wheel import build as wheels
-    from ..wheel import fetch
+    from ..wheel import build, fetch
 
 PACKAGE_DATA = Path(__file__).resolve().parent.parent
 ZIP_EPOCH = 315532800  # 1980-01-01, zip's earliest date: SOURCE_DATE_EPOCH unset
@@ -74,11 +73,12 @@ class Context:
             progress.clear()  # the status line, if one is drawn, gives way to the log line
             say(as_invoked(message, self.prog), sys.stderr)
 
-    def options(self) -> wheels.Options:
-        from ..wheel import build as wheels
+    def options(self) -> build.Options:
+        """The build's options; the new members' timestamp made here, where SOURCE_DATE_EPOCH is read."""
+        from ..wheel import build, writer
 
-        return wheels.Options(self.patches_dir, self.overlay_dir, self.dist_dir, self.source,
-                              fuzz=getattr(self.args, "fuzz", 0), epoch=source_date_epoch())
+        return build.Options(self.patches_dir, self.overlay_dir, self.dist_dir, self.source,
+                             fuzz=getattr(self.args, "fuzz", 0), date_time=writer.zip_date_time(source_date_epoch()))
 
     def emit(self, document: Any, human: str) -> None:
         say(document_text(document, self.prog) if self.json else as_invoked(human, self.prog))

@@ -2,7 +2,7 @@
 
 RECORD alone proves nothing: whoever can write the wheel can rewrite a row to match an edited member.
 So each member is held to what the build would write. With the pinned upstream wheel in the cache
-(or --wheelhouse), the build is planned again from it (`build.plan_wheel`: the series applied, the
+(or --wheelhouse), the build is planned again from it (`recipe.plan_wheel`: the series applied, the
 overlay added) and every member must carry the bytes of that plan's RECORD row: a patched file the
 series' result, an overlay file the checkout's overlay, every other member upstream's own RECORD row.
 Without it, each member is held to the digests the provenance carries (the overlay's and the patched
@@ -236,7 +236,8 @@ def _planned(verdict: Verdict, checkout: _Checkout,
         return None
     try:
         with fetch.open_upstream(checkout.upstream, pin, source) as reader:
-            plan = plan_wheel(checkout.upstream, pin, reader, checkout.series, checkout.overlay, fuzz=fuzz)
+            plan = plan_wheel(checkout.upstream, pin, reader.infos, reader.read, checkout.series, checkout.overlay,
+                              fuzz=fuzz)
     except NotInCache:
         return None
     except OverlayError as exc:  # a cached copy that is not the pin (removed), a series that no longer applies

@@ -23,8 +23,7 @@ from typing import Any
 from ..errors import OverlayError
 from ..patch import Target, load_upstream
 from ..probes.flashinfer.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
-from ..wheel import WheelReader, fetch
-from ..wheel import build as wheels
+from ..wheel import WheelReader, build, fetch
 from . import oracle
 from .grid import compiled_digest, processes
 from .oracle import TRACE_GPUS, eager_digest, gpu_keys
@@ -261,9 +260,9 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
         new = _new_api_problems(target, patches_dir, source, audit or patches_dir)
         if new:
             return new
-    options = wheels.Options(patches_dir, overlay_dir, workdir / "dist", source)
+    options = build.Options(patches_dir, overlay_dir, workdir / "dist", source)
     try:
-        (built,) = wheels.build_targets([target], dataclasses.replace(options, source=dataclasses.replace(
+        (built,) = build.build_targets([target], dataclasses.replace(options, source=dataclasses.replace(
             source, all_platforms=False)))
     except OverlayError as exc:
         return [f"{target}: the ported series does not build: {exc}"]

@@ -21,8 +21,7 @@ from typing import Any
 from ..audit import sglang_audit, sglang_reach
 from ..formats import render_between
 from ..patch import Target, load_upstream
-from ..wheel import build as wheels
-from ..wheel import fetch
+from ..wheel import build, fetch
 from . import sglang_releases
 from .probe_runner import unpack
 from .sglang_releases import Release
@@ -109,14 +108,14 @@ def release_trees(patches_dir: Path, overlay_dir: Path, release: Release, source
     """(FlashInfer pin, SGLang trees, FlashInfer trees) of a release, unpacked under workdir."""
     sglang_wheel = sglang_releases.upstream_wheel(patches_dir, release, source)
     pin = sglang_releases.flashinfer_pin(sglang_wheel)
-    options = wheels.Options(patches_dir, overlay_dir, workdir / "dist", source)
+    options = build.Options(patches_dir, overlay_dir, workdir / "dist", source)
     flashinfer = Target("flashinfer-python", pin)
     upstream = load_upstream(patches_dir, flashinfer)
     (fitting,) = fetch.select_wheels(upstream, source)
-    (built,) = wheels.build_targets([flashinfer], options)
+    (built,) = build.build_targets([flashinfer], options)
     sglang = {"upstream": unpack(sglang_wheel, workdir / "sglang-upstream")}
     if release.carried:
-        (patched,) = wheels.build_targets([Target("sglang", release.version)], options)
+        (patched,) = build.build_targets([Target("sglang", release.version)], options)
         sglang["patched"] = unpack(patched.wheel, workdir / "sglang-patched")
     flashinfers = {"upstream": unpack(fetch.upstream_wheel(upstream, fitting, source), workdir / "fi-upstream"),
                    "patched": unpack(built.wheel, workdir / "fi-patched")}

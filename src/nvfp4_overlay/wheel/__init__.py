@@ -1,14 +1,14 @@
-"""Wheels, bytes in and out: archives, fetched and verified upstream wheels, metadata, the recipe, the build."""
+"""Wheels, bytes in and out: fetched and verified upstream wheels, archives read and written, metadata, the recipe, the build."""
 
 from __future__ import annotations
 
-from . import build, fetch, jit_wheel, metadata, pip
-from .archive import NewMember, WheelReader
+from . import build, fetch, jit_wheel, metadata, pip, writer
+from .archive import WheelReader
 from .fetch import Source, default_cache_dir
 from .jit_cache import Request, build_cache
 from .metadata import PROVENANCE, DistInfo, find_dist_info, parse_record, record_hash
-from .recipe import plan_wheel
+from .recipe import NewMember, plan_wheel
 
 __all__ = ["DistInfo", "NewMember", "PROVENANCE", "Request", "Source", "WheelReader", "build", "build_cache",
            "default_cache_dir", "fetch", "find_dist_info", "jit_wheel", "metadata", "parse_record", "pip", "plan_wheel",
-           "record_hash"]
+           "record_hash", "writer"]

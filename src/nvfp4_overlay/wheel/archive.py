@@ -1,4 +1,4 @@
-"""Wheel archives: safe reading of members, and writing with unchanged members copied raw."""
+"""Wheel archives read safely: an upstream wheel opened, its digest and every member checked, then read."""
 
 from __future__ import annotations
 
@@ -7,18 +7,15 @@ import mmap
 import stat
 import struct
 import threading
-import time
 import zipfile
 import zlib
-from collections import deque
-from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import BinaryIO
 
 from ..errors import ConfigError, HashMismatchError, UnsafeArchiveError
 from ..files import CHUNK
+from .names import UNTRUSTED, name_problem
 
 MAX_MEMBER_SIZE = 4 << 30  # no member of a real FlashInfer or SGLang wheel comes near 4 GiB
 MAX_RATIO = 200  # deflate tops out near 1032:1; upstream members stay far below 200:1 above 1 MiB
@@ -26,32 +23,9 @@ MAX_TOTAL_SIZE = 16 << 30  # flashinfer-python 0.7.4, the largest pinned wheel, 
 # Methods zipfile can decompress (stored, deflated, bzip2, lzma); anything else could not be checked.
 _METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
 _DATA_DESCRIPTOR = 0x8
-UNTRUSTED = "pin another file in upstream.toml and check where this one came from"
-_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
-_CENTRAL_HEADER = struct.Struct("<4sBBHHHHHIIIHHHHHII")
-_END = struct.Struct("<4sHHHHIIH")
-_UTF8_FLAG = 0x800
+LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+UTF8_FLAG = 0x800
 _BAD_TYPES = (stat.S_IFLNK, stat.S_IFCHR, stat.S_IFBLK, stat.S_IFIFO, stat.S_IFSOCK)
-
-
-@dataclass(frozen=True)
-class NewMember:
-    """A member whose bytes the build made: written deflated, with the build's timestamp."""
-
-    name: str
-    data: bytes
-    mode: int = 0o644
-
-
-@dataclass(frozen=True)
-class CopiedMember:
-    """An upstream member carried over unchanged (perhaps under a new name): its bytes are copied raw."""
-
-    name: str
-    source: zipfile.ZipInfo
-
-
-Entry = NewMember | CopiedMember
 
 
 class WheelReader:
@@ -231,12 +205,12 @@ def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[s
     limits = [i.header_offset for i in ordered[1:]] + [getattr(zf, "start_dir", len(data))]
     for info, limit in zip(ordered, limits):
         at = info.header_offset
-        if at + _LOCAL_HEADER.size > len(data) or data[at : at + 4] != b"PK\x03\x04":
+        if at + LOCAL_HEADER.size > len(data) or data[at : at + 4] != b"PK\x03\x04":
             problems.append(f"{info.filename!r}: no local header where the central directory says")
             continue
-        _, _, flags, method, _, _, crc, csize, size, name_len, extra_len = _LOCAL_HEADER.unpack_from(data, at)
-        at += _LOCAL_HEADER.size
-        name = data[at : at + name_len].decode("utf-8" if flags & _UTF8_FLAG else "cp437", "replace")
+        _, _, flags, method, _, _, crc, csize, size, name_len, extra_len = LOCAL_HEADER.unpack_from(data, at)
+        at += LOCAL_HEADER.size
+        name = data[at : at + name_len].decode("utf-8" if flags & UTF8_FLAG else "cp437", "replace")
         start = at + name_len + extra_len
         if name != info.orig_filename:
             problems.append(f"{info.filename!r}: named {name!r} in its local header")
@@ -256,22 +230,6 @@ def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[s
         raise UnsafeArchiveError(msg, path=path, expected="members that do not overlap", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     return starts
-
-
-def name_problem(name: str) -> str | None:
-    """Why a name may not be a wheel member, or None (PEP 427 members are relative posix paths)."""
-    # PurePosixPath(name).parts for any name that reaches a use of it, at a sixth of the cost: pathlib
-    # took a third of a 14,705-member build's CPU (bench/run.py). Leading '/' returns first.
-    parts = tuple(p for p in name.split("/") if p and p != ".")
-    if name.startswith("/") or (parts and ":" in parts[0]):
-        return "absolute path or drive letter"
-    if "\\" in name:
-        return "backslash in the name"
-    if ".." in parts or "." in name.split("/"):
-        return "'..' or '.' in the path"
-    if "\x00" in name or not parts or "" in name.rstrip("/").split("/"):
-        return "empty component or NUL in the name"
-    return None
 
 
 def member_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
@@ -294,172 +252,3 @@ def member_problem(info: zipfile.ZipInfo, seen: set[str]) -> str | None:
     if info.file_size > CHUNK and info.file_size > MAX_RATIO * max(info.compress_size, 1):
         return f"compression ratio above {MAX_RATIO}:1 (a zip bomb?)"
     return None
-
-
-def zip_date_time(epoch: int) -> tuple[int, int, int, int, int, int]:
-    """A zip timestamp from a SOURCE_DATE_EPOCH; zip cannot hold dates before 1980."""
-    t = time.gmtime(max(epoch, 315532800))
-    return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
-
-
-# --- writing ------------------------------------------------------------------------------------
-# zipfile has no public way to copy a member without recompressing it, so the writer is by hand
-# (APPNOTE 6.3.x, no zip64: a wheel with more than 65,535 members or 4 GiB is refused).
-
-
-def write_wheel(out: IO[bytes], reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> str:
-    """Write the archive to `out` and return its sha256 (hashed as it is written, never read back)."""
-    with _Sink(out) as sink:
-        return _lay_out(sink, reader, entries, date_time)
-
-
-def _lay_out(sink: _Sink, reader: WheelReader, entries: Iterable[Entry], date_time: tuple[int, ...]) -> str:
-    put = sink.put
-    central: list[bytes] = []
-    for entry in entries:
-        start = sink.offset
-        if isinstance(entry, NewMember):
-            compressor = zlib.compressobj(6, zlib.DEFLATED, -15)  # zlib's default level
-            data = compressor.compress(entry.data) + compressor.flush()
-            crc, size, method = zlib.crc32(entry.data), len(entry.data), zipfile.ZIP_DEFLATED
-            dos_time, dos_date = _dos(date_time)
-            attr = (stat.S_IFREG | entry.mode) << 16
-            chunks: Iterable[bytes | memoryview] = (data,)
-            csize = len(data)
-        else:
-            src = entry.source
-            crc, size, method, csize = src.CRC, src.file_size, src.compress_type, src.compress_size
-            dos_time, dos_date = _dos(src.date_time)
-            attr = src.external_attr or (stat.S_IFREG | 0o644) << 16
-            chunks = ()
-        name = entry.name.encode()
-        flags = _UTF8_FLAG if not entry.name.isascii() else 0
-        header = _LOCAL_HEADER.pack(b"PK\x03\x04", 20, flags, method, dos_time, dos_date, crc, csize, size, len(name), 0) + name
-        if isinstance(entry, NewMember):
-            put(header)
-            for chunk in chunks:
-                put(chunk)
-        elif reader.local_header(src) == header:  # the input's own bytes, header and data: one range of its map
-            sink.put_range(reader, src.header_offset, reader.data_end(src))
-        else:
-            put(header)
-            for chunk in reader.raw_chunks(src):
-                put(chunk)
-        central.append(
-            _CENTRAL_HEADER.pack(
-                b"PK\x01\x02", 20, 3, 20, flags, method, dos_time, dos_date, crc, csize, size,
-                len(name), 0, 0, 0, 0, attr, start,
-            )
-            + name
-        )
-        if start > 0xFFFFFFFF or csize > 0xFFFFFFFF or len(central) > 0xFFFF:
-            msg = f"{reader.path}: the patched wheel would need zip64 (over 4 GiB or 65,535 members)"
-            raise UnsafeArchiveError(msg, path=reader.path, expected="under 4 GiB and 65,535 members",
-                                     found="larger", fix="report it: zip64 output is not written")
-    directory = b"".join(central)
-    put(directory + _END.pack(b"PK\x05\x06", 0, 0, len(central), len(central), len(directory), sink.offset, 0))
-    return sink.finish()
-
-
-class _Sink:
-    """Writes and hashes the archive on one worker thread, in order, while the loop lays out what follows.
-
-    Most members are copied as the input holds them, header and data, and in the input's order: such
-    a run of members is one range of the input's map, written and hashed as one slice, no copy. The
-    other pieces (new headers, changed members, the central directory) are small; they are joined
-    into blocks of BLOCK bytes, since one write and one digest update each cost more in call overhead
-    than the bytes. The write and the hash both release the GIL. At most two batches are in flight.
-    """
-
-    BLOCK = 8 << 20
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self._out = out
-        self._digest = hashlib.sha256()
-        self._batch: list[bytes | memoryview] = []
-        self._small: list[bytes | memoryview] = []  # pieces not yet joined into the batch
-        self._size = 0
-        self._range: tuple[WheelReader, int, int] | None = None  # the run of the input being extended
-        self.offset = 0
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheel-writer")
-        self._pending: deque[tuple[Future[None], list[bytes | memoryview]]] = deque()
-
-    def put(self, data: bytes | memoryview) -> None:
-        self._end_range()
-        self._small.append(data)
-        self._size += len(data)
-        self.offset += len(data)
-        if self._size >= self.BLOCK:
-            self._flush()
-
-    def put_range(self, reader: WheelReader, start: int, end: int) -> None:
-        """Bytes [start, end) of the input, as they are: joined to the run before them if it ends at start."""
-        if self._range is not None and self._range[0] is reader and self._range[2] == start:
-            self._range = (reader, self._range[1], end)
-        else:
-            self._end_range()
-            self._range = (reader, start, end)
-        self.offset += end - start
-
-    def _end_range(self) -> None:
-        if self._range is None:
-            return
-        reader, start, end = self._range
-        self._range = None
-        self._join_small()
-        self._batch.append(reader.view(start, end))
-        self._size += end - start
-        if self._size >= self.BLOCK:
-            self._flush()
-
-    def _join_small(self) -> None:
-        if self._small:
-            self._batch.append(b"".join(self._small))  # small pieces: a copy costs less than their calls
-            self._small.clear()
-
-    def _flush(self) -> None:
-        self._end_range()
-        self._join_small()
-        batch, self._batch, self._size = self._batch, [], 0
-        while len(self._pending) >= 2:
-            self._wait(self._pending.popleft())
-        self._pending.append((self._pool.submit(self._write, batch), batch))
-
-    def _write(self, batch: list[bytes | memoryview]) -> None:
-        for piece in batch:
-            self._out.write(piece)
-            self._digest.update(piece)
-
-    @staticmethod
-    def _wait(pending: tuple[Future[None], list[bytes | memoryview]]) -> None:
-        future, batch = pending
-        try:
-            future.result()  # a write error surfaces here, as it would inline
-        finally:
-            for piece in batch:  # the input's map can close only once no slice of it is held
-                if isinstance(piece, memoryview):
-                    piece.release()
-
-    def finish(self) -> str:
-        self._flush()
-        while self._pending:
-            self._wait(self._pending.popleft())
-        return self._digest.hexdigest()
-
-    def __enter__(self) -> _Sink:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        while self._pending:
-            future, batch = self._pending.popleft()
-            for piece in batch:
-                if isinstance(piece, memoryview):
-                    piece.release()
-        if self._range is not None:
-            self._range = None
-
-
-def _dos(date_time: tuple[int, ...]) -> tuple[int, int]:
-    year, month, day, hour, minute, second = date_time[:6]
-    return (hour << 11) | (minute << 5) | (second // 2), ((max(year, 1980) - 1980) << 9) | (month << 5) | day

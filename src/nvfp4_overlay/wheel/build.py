@@ -1,4 +1,4 @@
-"""Targets built into the dist dir: every wheel of a run lands, with SHA256SUMS, or none does."""
+"""Targets built into the dist dir, each wheel pinned, fetched, planned and written; all land, with SHA256SUMS, or none."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from packaging.version import Version
 
 from .. import progress
 from ..files import SHA256SUMS, AtomicWrites, format_sums, read_sums
-from ..patch import HunkResult, Target, load_overlay, load_upstream, read_series
+from ..patch import HunkResult, OverlayFile, Series, Target, Upstream, load_overlay, load_upstream, read_series
 from . import fetch
-from .archive import write_wheel, zip_date_time
 from .recipe import plan_wheel
+from .writer import write_wheel
 
 Log = Callable[[str], None]
 
@@ -28,7 +28,7 @@ class Options:
     dist_dir: Path
     source: fetch.Source
     fuzz: int = 0
-    epoch: int = 315532800  # SOURCE_DATE_EPOCH; zip's earliest date when unset
+    date_time: tuple[int, ...] = (1980, 1, 1, 0, 0, 0)  # new members' zip time: writer.zip_date_time(SOURCE_DATE_EPOCH)
 
 
 @dataclass(frozen=True)
@@ -64,36 +64,57 @@ def build_targets(targets: Sequence[Target], options: Options, log: Log = lambda
 
 
 def _build_targets(targets: Sequence[Target], options: Options, log: Log) -> list[Built]:
-    date_time = zip_date_time(options.epoch)
+    """Each wheel's four steps in turn: the pin (once a target), the fetch, the pure plan, the write.
+
+    The landing (the dist dir's AtomicWrites) is the write's: made at the first wheel's write, it
+    holds every wheel of the run, and SHA256SUMS, until all of them are done.
+    """
     built: list[Built] = []
-    with AtomicWrites(options.dist_dir) as writes:
+    with contextlib.ExitStack() as landing:
+        writes: AtomicWrites | None = None
         for number, target in enumerate(targets, start=1):
             progress.report(f"[{number}/{len(targets)}] {target}")
-            upstream = load_upstream(options.patches_dir, target)
-            series = read_series(upstream.directory)
-            for name in series.unlisted:
-                log(f"warning: {upstream.directory / name} is not named in the series and is not applied")
-            overlay = load_overlay(options.overlay_dir, target)
+            upstream, series, overlay = _pin(target, options, log)
             for pin in fetch.select_wheels(upstream, options.source):
                 log(f"{target}: {pin.filename}")
                 progress.report(f"[{number}/{len(targets)}] {target}: building from {pin.filename}")
                 with fetch.open_upstream(upstream, pin, options.source) as reader:  # hashed once, on this handle
-                    plan = plan_wheel(upstream, pin, reader, series, overlay, fuzz=options.fuzz)
+                    plan = plan_wheel(upstream, pin, reader.infos, reader.read, series, overlay, fuzz=options.fuzz)
+                    writes = writes or landing.enter_context(AtomicWrites(options.dist_dir))
                     with writes.open(plan.filename) as out:
-                        digest = write_wheel(out, reader, plan.entries, date_time)
-                for hunk in plan.hunks:
-                    if hunk.placement.offset or hunk.placement.fuzz:
-                        log(f"  {hunk.patch}: {hunk.path} hunk {hunk.number} {hunk.header} "
-                            f"at offset {hunk.placement.offset:+d}, fuzz {hunk.placement.fuzz}")
+                        digest = write_wheel(out, reader, plan.entries, options.date_time)
+                _log_offsets(plan.hunks, log)
                 built.append(Built(target, pin.filename, pin.sha256, options.dist_dir / plan.filename,
                                    digest, plan.hunks, plan.overlay, series.unlisted))
-        # SHA256SUMS: what this build wrote, and the earlier entries whose wheel is still there.
-        new = {b.wheel.name: b.sha256 for b in built}
-        sums = {n: d for n, d in read_sums(options.dist_dir / SHA256SUMS).items() if (options.dist_dir / n).exists()}
-        with writes.open(SHA256SUMS) as out:
-            out.write(format_sums({**sums, **new}))
+        writes = writes or landing.enter_context(AtomicWrites(options.dist_dir))  # no wheel: SHA256SUMS all the same
+        _write_sums(writes, options.dist_dir, built)
         writes.commit()
     return built
+
+
+def _write_sums(writes: AtomicWrites, dist_dir: Path, built: Sequence[Built]) -> None:
+    """SHA256SUMS: what this build wrote, and the earlier entries whose wheel is still there."""
+    new = {b.wheel.name: b.sha256 for b in built}
+    sums = {n: d for n, d in read_sums(dist_dir / SHA256SUMS).items() if (dist_dir / n).exists()}
+    with writes.open(SHA256SUMS) as out:
+        out.write(format_sums({**sums, **new}))
+
+
+def _pin(target: Target, options: Options, log: Log) -> tuple[Upstream, Series, tuple[OverlayFile, ...]]:
+    """The release's pins (upstream.toml), its series and the overlay files it gets."""
+    upstream = load_upstream(options.patches_dir, target)
+    series = read_series(upstream.directory)
+    for name in series.unlisted:
+        log(f"warning: {upstream.directory / name} is not named in the series and is not applied")
+    return upstream, series, load_overlay(options.overlay_dir, target)
+
+
+def _log_offsets(hunks: Sequence[HunkResult], log: Log) -> None:
+    """The hunks that landed away from where their patch says, each a line."""
+    for hunk in hunks:
+        if hunk.placement.offset or hunk.placement.fuzz:
+            log(f"  {hunk.patch}: {hunk.path} hunk {hunk.number} {hunk.header} "
+                f"at offset {hunk.placement.offset:+d}, fuzz {hunk.placement.fuzz}")
 
 
 def install_commands(built: Sequence[Built], shipped: Sequence[Target], dist_dir: Path) -> list[str]:

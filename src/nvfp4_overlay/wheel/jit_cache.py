@@ -35,8 +35,8 @@ from ..files import (
 )
 from ..patch import Stack, Target, load_stacks, load_upstream
 from . import jit_wheel
-from .archive import zip_date_time
 from .jit_toolkit import Toolkit, find_toolkit, link_stub
+from .writer import zip_date_time
 
 # GPU family -> the compute capability the probe fakes (a family's first member: SM120 is the RTX PRO
 # 6000 and RTX 50 series, SM121 the DGX Spark, SM100 the B200/GB200, SM90 the H100/H200).

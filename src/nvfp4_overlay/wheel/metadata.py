@@ -18,7 +18,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..errors import UnsafeArchiveError
-from .archive import UNTRUSTED
+from .names import UNTRUSTED
 
 PROVENANCE = "NVFP4_OVERLAY.json"
 _RECORD_HASH = re.compile(r"[a-z0-9_]+=[A-Za-z0-9_-]+=*")  # PEP 376: algorithm=urlsafe-base64 digest

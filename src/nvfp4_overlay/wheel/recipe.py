@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import hashlib
+import zipfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__
 from ..errors import ConfigError, UnsafeArchiveError
-from ..files import sha256_bytes
 from ..patch import Applied, HunkResult, OverlayFile, Patch, Series, Upstream, UpstreamWheel, apply_series
 from ..probes.doctor.doctor_files import record_rows_sha256
-from .archive import UNTRUSTED, CopiedMember, Entry, NewMember, WheelReader, name_problem
 from .metadata import (
     PROVENANCE,
     DistInfo,
@@ -25,6 +25,29 @@ from .metadata import (
     set_version,
     write_record,
 )
+from .names import UNTRUSTED, name_problem
+
+Read = Callable[[str], bytes]  # a member of the open upstream wheel, decompressed (the fetch's WheelReader.read)
+
+
+@dataclass(frozen=True)
+class NewMember:
+    """A member whose bytes the build made: written deflated, with the build's timestamp."""
+
+    name: str
+    data: bytes
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class CopiedMember:
+    """An upstream member carried over unchanged (perhaps under a new name): its bytes are copied raw."""
+
+    name: str
+    source: zipfile.ZipInfo
+
+
+Entry = NewMember | CopiedMember
 
 
 @dataclass(frozen=True)
@@ -40,26 +63,29 @@ class Plan:
 def plan_wheel(
     upstream: Upstream,
     pin: UpstreamWheel,
-    reader: WheelReader,
+    infos: Mapping[str, zipfile.ZipInfo],
+    read: Read,
     series: Series,
     overlay: Sequence[OverlayFile],
     *,
     fuzz: int = 0,
 ) -> Plan:
+    """The patched wheel, decided in memory from the upstream wheel's members (`infos`, and `read`, which
+    decompresses one): no I/O but those reads, and only the members the series touches are read."""
     # 1. The dist-info, checked against the filename and METADATA; RECORD, checked against the archive.
-    old = find_dist_info(pin.filename, reader.names, reader.read)
+    old = find_dist_info(pin.filename, infos, read)
     new = old.relabelled(upstream.local_version)
-    record = parse_record(reader.read(f"{old.dist_info}/RECORD"), f"{pin.filename}: {old.dist_info}/RECORD")
-    read = checked_read(reader.read, record, pin.filename)  # what the build decompresses, it hashes
-    read(f"{old.dist_info}/METADATA")  # the requirements the patched wheel keeps are upstream's own
+    record = parse_record(read(f"{old.dist_info}/RECORD"), f"{pin.filename}: {old.dist_info}/RECORD")
+    checked = checked_read(read, record, pin.filename)  # what the build decompresses, it hashes
+    checked(f"{old.dist_info}/METADATA")  # the requirements the patched wheel keeps are upstream's own
     # 2. The series, applied in memory to the members it touches (and only those are decompressed).
-    applied = apply_series(series, lambda path: read(path) if path in reader.infos else None, fuzz=fuzz)
+    applied = apply_series(series, lambda path: checked(path) if path in infos else None, fuzz=fuzz)
     # 3. The overlay: new files only; replacing an upstream file is a patch's job.
-    changed = _with_overlay(applied, overlay, reader, upstream)
+    changed = _with_overlay(applied, overlay, infos, upstream)
     # 4. Unchanged members keep their bytes and RECORD rows; the dist-info moves to the new version.
-    copied, rows = _carried_over(reader, old, new, changed, record, pin.filename)
+    copied, rows = _carried_over(infos, old, new, changed, record, pin.filename)
     carried = {"rows": len(rows), "sha256": record_rows_sha256((r.path, r.hash, r.size) for r in rows)}
-    made = _made_members(old, new, reader, changed, upstream, pin, series, overlay, applied, carried)
+    made = _made_members(old, new, infos, read, changed, upstream, pin, series, overlay, applied, carried)
     rows += [RecordRow(m.name, record_hash(m.data), str(len(m.data))) for m in made]
     record_path = f"{new.dist_info}/RECORD"
     made.append(NewMember(record_path, write_record(record_path, rows)))
@@ -82,9 +108,10 @@ def _check_names(entries: Sequence[Entry], filename: str) -> None:
         seen.add(entry.name.lower())
 
 
-def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: WheelReader, upstream: Upstream) -> dict[str, bytes | None]:
+def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], infos: Mapping[str, zipfile.ZipInfo],
+                  upstream: Upstream) -> dict[str, bytes | None]:
     changed = dict(applied.files)
-    present = {n for n in reader.infos if changed.get(n, b"") is not None} | {n for n, d in changed.items() if d is not None}
+    present = {n for n in infos if changed.get(n, b"") is not None} | {n for n, d in changed.items() if d is not None}
     kept = {n.lower() for n in present}  # names that differ only in case collide on macOS and Windows
     for item in overlay:
         problem = name_problem(item.path)
@@ -110,14 +137,14 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], reader: Whee
 
 
 def _carried_over(
-    reader: WheelReader, old: DistInfo, new: DistInfo, changed: Mapping[str, bytes | None],
+    infos: Mapping[str, zipfile.ZipInfo], old: DistInfo, new: DistInfo, changed: Mapping[str, bytes | None],
     record: Mapping[str, RecordRow], filename: str,
 ) -> tuple[list[Entry], list[RecordRow]]:
     rewritten = {f"{old.dist_info}/{n}" for n in ("RECORD", "METADATA", PROVENANCE)}
     signatures = f"{old.dist_info}/RECORD."
     copied: list[Entry] = []
     rows: list[RecordRow] = []
-    for name, info in reader.infos.items():
+    for name, info in infos.items():
         if name in changed or name in rewritten or name.startswith(signatures):
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
         row = record.get(name)
@@ -133,7 +160,7 @@ def _carried_over(
         copied.append(CopiedMember(new_name, info))
         same = new_name == name and row.size  # the row as upstream wrote it: checked above, kept
         rows.append(row if same else RecordRow(new_name, row.hash, str(info.file_size)))
-    absent = sorted(set(record) - set(reader.infos))
+    absent = sorted(set(record) - set(infos))
     if absent:
         msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"
         raise UnsafeArchiveError(msg, path=filename, item=", ".join(absent[:5]), found="missing", fix=UNTRUSTED)
@@ -141,28 +168,28 @@ def _carried_over(
 
 
 def _made_members(
-    old: DistInfo, new: DistInfo, reader: WheelReader, changed: Mapping[str, bytes | None],
+    old: DistInfo, new: DistInfo, infos: Mapping[str, zipfile.ZipInfo], read: Read, changed: Mapping[str, bytes | None],
     upstream: Upstream, pin: UpstreamWheel, series: Series, overlay: Sequence[OverlayFile], applied: Applied,
     carried: Mapping[str, Any],
 ) -> list[NewMember]:
     made = []
     for path, data in sorted(changed.items()):
         if data is not None:
-            info = reader.infos.get(path)
+            info = infos.get(path)
             mode = (info.external_attr >> 16) & 0o777 if info and info.external_attr else 0o644
             mode = next((f.mode for f in overlay if f.path == path), mode)
             made.append(NewMember(old.rename(path, new), data, mode or 0o644))
-    metadata = set_version(reader.read(f"{old.dist_info}/METADATA"), upstream.local_version)
+    metadata = set_version(read(f"{old.dist_info}/METADATA"), upstream.local_version)
     made.append(NewMember(f"{new.dist_info}/METADATA", metadata))
     extra = {f.path for f in overlay}
-    patched = {m.name: sha256_bytes(m.data) for m in made if m.name not in extra}  # the series' files, METADATA
+    patched = {m.name: _sha256(m.data) for m in made if m.name not in extra}  # the series' files, METADATA
     document = provenance(
         upstream_filename=pin.filename,
         upstream_sha256=pin.sha256,
         local_version=upstream.local_version,
         revision=upstream.revision,
         patches=[_patch_record(p, applied) for p in series.patches],
-        overlay={f.path: sha256_bytes(f.data) for f in overlay},
+        overlay={f.path: _sha256(f.data) for f in overlay},
         patched=patched,
         carried=carried,
         tool_version=__version__,
@@ -179,3 +206,7 @@ def _patch_record(patch: Patch, applied: Applied) -> dict[str, Any]:
     ]
     return {"name": patch.name, "sha256": patch.sha256, "fields": dict(patch.fields), "hunks": hunks}
 
+
+def _sha256(data: bytes) -> str:
+    """hex sha256, as files.sha256_bytes: the landing's module (files.py) is the write's, so the plan hashes here."""
+    return hashlib.sha256(data).hexdigest()
