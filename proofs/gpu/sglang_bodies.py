@@ -11,6 +11,10 @@ runner see what they see on a server. What is not a body of ours runs as SGLang 
     sgl_kernel.topk_softmax                         softmax in float32, top-k, renormalized on request
     sgl_kernel.moe_align_block_size                 the Triton MoE's block-padded expert sort
     sgl_kernel.sgl_per_token_group_quant_8bit       FP8 activations, one float32 scale per 128 values
+    sgl_kernel.weak_ref_tensor                      (the piecewise backend's captured outputs) an alias of
+                                                    the tensor: a strong reference, where sgl-kernel's holds
+                                                    none; the graph pool's memory stays allocated, the
+                                                    values are the same
     sglang.jit_kernel.activation.silu_and_mul       silu(gate) * up
     sglang.jit_kernel.norm.fused_inplace_qknorm     per-head RMSNorm of q and k in place (its check,
                                                     can_use_fused_inplace_qknorm, answers without a build)
@@ -30,7 +34,7 @@ import torch
 Tensor = torch.Tensor
 BODIES = {
     "sgl_kernel": ("rmsnorm", "fused_add_rmsnorm", "topk_softmax", "moe_align_block_size",
-                   "sgl_per_token_group_quant_8bit"),
+                   "sgl_per_token_group_quant_8bit", "weak_ref_tensor"),
     "sglang.jit_kernel.activation": ("silu_and_mul",),
     "sglang.jit_kernel.rope": ("apply_rope_with_cos_sin_cache_inplace",),
     "sglang.jit_kernel.kvcache": ("can_use_store_cache",),
@@ -165,6 +169,10 @@ def sgl_per_token_group_quant_8bit(x: Tensor, x_q: Tensor, x_s: Tensor, group_si
         msg = "sglbody: per_token_group_quant_8bit has no fused SiLU or masked variant (this layer asks neither)"
         raise NotImplementedError(msg)
     torch.ops.sglbody.per_token_group_quant_fp8(x, x_q, x_s, group_size, eps, fp8_min, fp8_max, scale_ue8m0)
+
+
+def weak_ref_tensor(tensor: Tensor) -> Tensor:
+    return tensor.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 
 def silu_and_mul(input: Tensor, out: Tensor | None = None, expert_ids: Any = None, expert_step: int = 1) -> Tensor:
