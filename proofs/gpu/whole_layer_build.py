@@ -117,13 +117,13 @@ def random_weights(layer: Any, seed: int) -> None:
         for name, param in sorted(layer.named_parameters()):
             shape = tuple(param.shape)
             if param.dtype == torch.float8_e4m3fn:
-                value = torch.randn(shape, generator=g).to(torch.float8_e4m3fn)
+                value = torch.randn(shape, generator=g, dtype=torch.float32).to(torch.float8_e4m3fn)
             elif name.endswith("scale_inv"):
-                value = (0.75 + 0.5 * torch.rand(shape, generator=g)) / (shape[-1] * 128) ** 0.5
+                value = (0.75 + 0.5 * torch.rand(shape, generator=g, dtype=torch.float32)) / (shape[-1] * 128) ** 0.5
             elif "norm" in name:
-                value = 1 + 0.1 * torch.randn(shape, generator=g)
+                value = 1 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float32)
             elif param.dtype.is_floating_point:
-                value = torch.randn(shape, generator=g) / shape[-1] ** 0.5
+                value = torch.randn(shape, generator=g, dtype=torch.float32) / shape[-1] ** 0.5
             else:
                 continue
             param.data.copy_(value.to(param.dtype))
@@ -156,9 +156,14 @@ def build(sglang_tree: str, flashinfer_tree: str, fake_cc: tuple[int, int] | Non
     server(ctx, compiler)
     device = "cpu" if gpu is not None else "cuda"
     quant = importlib.import_module("sglang.srt.layers.quantization.fp8").Fp8Config.from_config(FP8_CHECKPOINT)
-    with torch.device(device):
-        layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(probe.config(), 0, quant_config=quant,
-                                                                     prefix="model.layers.0")
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # the model's dtype, as SGLang's loader sets it while it builds
+    try:
+        with torch.device(device):
+            layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(probe.config(), 0, quant_config=quant,
+                                                                         prefix="model.layers.0")
+    finally:
+        torch.set_default_dtype(default)
     random_weights(layer, seed)
     for module in layer.modules():
         method = getattr(module, "quant_method", None)
