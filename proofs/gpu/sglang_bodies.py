@@ -195,7 +195,7 @@ def fused_inplace_qknorm(q: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tenso
     torch.ops.sglbody.qknorm(q, k, q_weight, k_weight, eps)
 
 
-@torch.compiler.assume_constant_result  # type: ignore[misc] - as SGLang's own check is
+@torch.compiler.assume_constant_result  # as SGLang's own check is (dynamo folds it)
 def can_use_fused_inplace_qknorm(head_dim: int, dtype: torch.dtype) -> bool:
     return head_dim in (64, 128, 256, 512, 1024)  # SGLang's own condition, less the build
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "tests" / "releases")]
 import driver  # noqa: E402
 
 MARK = "@@LAYER@@"
@@ -169,8 +169,8 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
     under its piecewise context managers; the backend records the graph's ops, with a compiler named
     has SGLang's own backend split and compile it (`compiled`), and stops there (the run would build
     FlashInfer's JIT module)."""
+    import sglang_layer_probe as probe
     import whole_layer_build
-    from whole_layer_build import probe
 
     os.environ.setdefault("SGLANG_CACHE_DIR", tempfile.mkdtemp(prefix="whole-layer-sglang-"))
     built = whole_layer_build.build(sglang_tree, flashinfer_tree, fake_cc=(9, 0))
