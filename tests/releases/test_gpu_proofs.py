@@ -51,3 +51,12 @@ def test_the_driver_reads_the_childs_last_marked_line(tmp_path: Path) -> None:
     script.write_text("import time\nprint('started', flush=True)\ntime.sleep(30)\n")
     crashed = driver.run_child(str(script), [], {}, 1, "@@M@@").or_crash(" (a note)")
     assert crashed["crash"].startswith("timed out after 1 s (a note): started")
+
+
+@pytest.mark.torch
+def test_the_whole_layer_proof_answers_help_on_the_cpu() -> None:
+    """whole_layer.py (torch at import; its trace is tests/releases/test_gpu_whole_layer.py)."""
+    done = subprocess.run([sys.executable, str(PROOFS / "whole_layer.py"), "--help"], capture_output=True, text=True,
+                          check=False, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert "--wheels" in done.stdout and "--trace" in done.stdout
