@@ -34,7 +34,7 @@ from ..files import (
     staging_dir,
 )
 from ..patch import Stack, Target, load_stacks, load_upstream
-from . import jit_wheel
+from . import cubin_pins, jit_wheel
 from .archive import zip_date_time
 from .jit_toolkit import Toolkit, find_toolkit, link_stub
 
@@ -70,17 +70,22 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     toolkit = find_toolkit()
     work = cache_dir / "jit-cache" / f"{sha256[:16]}-{request.gpu}-cuda{toolkit.release}"
     tree = _unpacked(wheel, work / "tree")
-    # 3. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
+    # 3. flashinfer-cubin's headers, checked against its pin, for the trtllm-gen modules (none held: they are left out).
+    cubin = cubin_pins.pin_for(stack, patches_dir)
+    headers = _cubin_headers(cubin, dist_dir, cache_dir)
+    # 4. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
     plan = {"tree": str(tree), "gpu": list(GPUS[request.gpu]), "toolkit": str(toolkit.root),
             "torch_cuda": request.torch_cuda or toolkit.release,
-            "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None}}
+            "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None},
+            "cubins": str(headers) if headers else None, "cubins_sha256": cubin.sha256 if headers and cubin else None}
     log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules, then nvcc ({toolkit.nvcc_version})")
     found = _run_probe(plan, toolkit, work)
     _check_asked(request, found)
     _check_failed(found, work)
-    # 4. The wheel: the modules built, the plan and how they were built.
+    # 5. The wheel: the modules built, the plan and how they were built.
     version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
     provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
+    provenance["flashinfer_cubin"] = {"filename": cubin.filename, "sha256": cubin.sha256} if headers and cubin else None
     built = [jit_wheel.Built(n, (work / "modules" / n / f"{n}.so").read_bytes()) for n in sorted(found["built"])]
     for module in built:
         provenance["modules"][module.name]["sha256"] = sha256_bytes(module.data)
@@ -110,6 +115,18 @@ def _patched_wheel(dist_dir: Path, local: str, stack: Stack) -> Path:
         raise ConfigError(msg, path=dist_dir, item=f"flashinfer-python=={local}", expected="the patched wheel",
                           found="not built", fix=f"nvfp4-overlay build --stack {stack.name}")
     return found[-1]
+
+
+def _cubin_headers(pin: cubin_pins.CubinPin | None, dist_dir: Path, cache_dir: Path) -> Path | None:
+    """flashinfer-cubin's artifacts but the cubins, unpacked once per pinned digest from the wheel the dist dir or
+    the cache holds (where `index --cubins` brings it); None where its release has no pin or neither holds it."""
+    if pin is None:
+        return None
+    dest = cache_dir / "cubin-artifacts" / pin.sha256[:16]
+    if cubin_pins.unpacked(dest, pin):
+        return dest
+    held = next((d / pin.filename for d in (dist_dir, cache_dir / "wheels") if (d / pin.filename).is_file()), None)
+    return None if held is None else cubin_pins.artifacts(held, pin, dest)
 
 
 def _unpacked(wheel: Path, tree: Path) -> Path:

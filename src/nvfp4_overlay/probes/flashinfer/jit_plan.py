@@ -8,7 +8,12 @@ upstream's CompilationContext choose the architectures from it and the toolkit (
 does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly, and
 records each JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry
 point and case that first loaded it) and each cubin the cubin loader fetched. Nothing is built
-while planning: ``build_and_load`` returns recording kernels.
+while planning: ``build_and_load`` returns recording kernels. The trtllm-gen modules (the MoE's
+``fused_moe_trtllm_sm100``, the GEMM's ``trtllm_gemm``) reach ``build_and_load`` too, but their
+generators first fetch the trtllm-gen headers through the cubin loader (``get_artifact``) and compile
+against them: with ``cubins`` (a directory of flashinfer-cubin's artifacts but the cubins, its
+headers and checksum lists) those are the real headers, copied into the probe's cubin directory;
+without it the loader's misses are answered with placeholders, and such a module is not built.
 
 With ``build``: {"out": DIR, "modules": [names] or null}, each planned module is then built by
 FlashInfer's own AOT machinery (``jit.core.build_jit_specs``, one spec at a time, into the
@@ -54,7 +59,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
     specs, found = plan_modules(plan)
     places = found.pop("places")
     if plan.get("build") is not None:
-        built = build(specs, plan["build"], places)
+        built = build(specs, {**plan["build"], "cubins": plan.get("cubins_sha256")}, places)
         found["built"], found["failed"], found["skipped"] = built["modules"], built["failed"], built["skipped"]
     return found
 
@@ -68,6 +73,8 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     box: Any = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
     generators = _generators()
     serving_stubs.install(box)
+    if plan.get("cubins"):  # flashinfer-cubin's headers where FlashInfer's cubin loader looks first
+        shutil.copytree(plan["cubins"], box.cubin_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
     _restore(generators)  # CUTLASS kernel generation writes the sources a module compiles: keep it
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
@@ -198,17 +205,19 @@ def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) ->
     for number, name in enumerate(chosen, start=1):
         spec = specs[name]
         described = describe_spec(spec, places)
-        inputs = described["inputs"]
+        uses_cubins = any(d.startswith("<cubins>") for d in described["include_dirs"])
+        # a trtllm-gen module's inputs include the headers it compiles against: flashinfer-cubin's, by its digest
+        inputs = described["inputs"] + (f"+cubin:{how['cubins']}" if uses_cubins and how.get("cubins") else "")
         stamp = out / name / "build.json"
         if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs and (out / name / f"{name}.so").is_file():
             print(f"[{number}/{len(chosen)}] {name}: built before, kept", file=sys.stderr, flush=True)
             done[name] = json.loads(stamp.read_text())
             continue
-        if any(d.startswith("<cubins>") for d in described["include_dirs"]):
+        if uses_cubins and not how.get("cubins"):
             # The planning stubs answered the trtllm-gen headers with placeholders; nvcc needs the real ones,
-            # which FlashInfer fetches (or reads from flashinfer-cubin) when it builds the module itself.
-            skipped[name] = ("it compiles against the trtllm-gen headers of the cubin artifacts, which planning does not "
-                             "fetch: not prebuilt; it builds at first call (install flashinfer-cubin beside it)")
+            # flashinfer-cubin's (jit-cache reads them from its pinned wheel when the dist dir or cache holds it).
+            skipped[name] = ("it compiles against the trtllm-gen headers, which flashinfer-cubin ships and the dist dir and "
+                             "cache lack: not prebuilt; bring it ('nvfp4-overlay index --cubins') and build again")
             print(f"[{number}/{len(chosen)}] {name}: skipped: {skipped[name]}", file=sys.stderr, flush=True)
             continue
         print(f"[{number}/{len(chosen)}] {name}: nvcc, {len(spec.sources)} sources", file=sys.stderr, flush=True)
