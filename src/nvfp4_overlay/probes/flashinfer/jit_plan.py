@@ -5,9 +5,10 @@ FlashInfer tree (the patched wheel, unpacked), the GPU (its compute capability),
 (CUDA_HOME: the real nvcc) and torch's CUDA release. The probe fakes that GPU as the trace ladder
 does (probes/flashinfer/flashinfer_trace.py, serving_stubs.py: CPU tensors, kernels that record), lets
 upstream's CompilationContext choose the architectures from it and the toolkit (as FlashInfer's JIT
-does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly, and
-records each JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry
-point and case that first loaded it) and each cubin the cubin loader fetched. Nothing is built
+does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly,
+or of those ``entries`` names (the stack's serving path: what its SGLang calls), and records each
+JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry point and case
+that first loaded it, every entry point that loads it) and each cubin the cubin loader fetched. Nothing is built
 while planning: ``build_and_load`` returns recording kernels. The trtllm-gen modules (the MoE's
 ``fused_moe_trtllm_sm100``, the GEMM's ``trtllm_gemm``) reach ``build_and_load`` too, but their
 generators first fetch the trtllm-gen headers through the cubin loader (``get_artifact``) and compile
@@ -82,11 +83,17 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     specs: dict[str, Any] = {}
     _record_specs(jit_core, box, specs)
     _record_cubins(box)
-    first, calls, cubins = _call_every_case(flashinfer, box, specs, tree)
+    first, calls, cubins = _call_every_case(flashinfer, box, specs, tree, plan.get("entries"))
     # The paths of this run, as the provenance names them: a module's inputs are the same wherever it is built.
     places = {tree: "<tree>", toolkit: "<toolkit>", os.environ["FLASHINFER_WORKSPACE_BASE"]: "<workspace>",
               box.cubin_dir: "<cubins>"}
-    modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n)} for n, s in specs.items()}
+    loaded_by: dict[str, set[str]] = {}
+    for entry, by_case in calls.items():
+        for outcome in by_case.values():
+            for name in outcome.pop("loaded"):
+                loaded_by.setdefault(name, set()).add(entry)
+    modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n), "loaded_by": sorted(loaded_by.get(n, ()))}
+               for n, s in specs.items()}
     return specs, {"version": flashinfer.__version__, "archs": archs, "modules": modules, "calls": calls,
                    "cubins": cubins, "places": places}
 
@@ -109,17 +116,20 @@ def _faked_node(plan: dict[str, Any]) -> tuple[Any, Any]:
     return flashinfer, jit_core
 
 
-def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str) -> tuple[Any, Any, Any]:
-    """(module -> [entry point, case] that first loaded it, each call's outcome, cubin -> the calls that fetched it)."""
+def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str,
+                     entries: list[str] | None) -> tuple[Any, Any, Any]:
+    """(module -> [entry point, case] that first loaded it, each call's outcome and the modules it loaded,
+    cubin -> the calls that fetched it), for every routed entry point or those `entries` names."""
     from flashinfer._nvfp4_overlay.entries import ENTRIES
 
     first: dict[str, list[str]] = {}
     calls: dict[str, dict[str, Any]] = {}
     cubins: dict[str, set[str]] = {}
-    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n)):
+    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n) and (entries is None or n in entries)):
         fn, calls[name] = getattr(flashinfer, name), {}
+        _forget_loaded_modules()
         for case_id, make in case_table.cases(name, fn):
-            before, fetched = set(specs), len(box.fetched)
+            before, fetched, loaded = set(specs), len(box.fetched), len(box.loaded)
             args, kwargs = make(torch)
             try:
                 fn(*args, **kwargs)
@@ -129,10 +139,21 @@ def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str
             for spec_name in specs.keys() - before:
                 first[spec_name] = [name, case_id]
             calls[name][case_id] = {"outcome": outcome.replace(tree, "<tree>"),
-                                    "cubins": sorted(set(box.fetched[fetched:]))}
+                                    "cubins": sorted(set(box.fetched[fetched:])), "loaded": set(box.loaded[loaded:])}
             for uri in box.fetched[fetched:]:
                 cubins.setdefault(uri, set()).add(f"{name}[{case_id}]")
     return first, calls, {uri: sorted(by) for uri, by in cubins.items()}
+
+
+def _forget_loaded_modules() -> None:
+    """Empty FlashInfer's functools caches (its get_*_module loaders are cached), so that each entry point
+    reaches build_and_load for every module it loads, not only for those no entry point loaded before."""
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__"):
+                value.cache_clear()
 
 
 def _generators() -> dict[str, Any]:
@@ -147,8 +168,11 @@ def _restore(generators: dict[str, Any]) -> None:
 
 def _record_specs(jit_core: Any, box: Any, specs: dict[str, Any]) -> None:
     """Every nvcc-built JitSpec that reaches build_and_load (not the CuTe DSL's, which cutlass-dsl compiles)."""
+    box.loaded = []
+
     def build_and_load(self: Any, *args: Any, **kwargs: Any) -> Any:
         specs.setdefault(self.name, self)
+        box.loaded.append(self.name)
         return serving_stubs.AnsweringModule(box)
 
     for obj in list(vars(jit_core).values()):
