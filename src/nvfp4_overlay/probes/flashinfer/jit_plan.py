@@ -228,10 +228,7 @@ def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) ->
     skipped: dict[str, str] = {}
     for number, name in enumerate(chosen, start=1):
         spec = specs[name]
-        described = describe_spec(spec, places)
-        uses_cubins = any(d.startswith("<cubins>") for d in described["include_dirs"])
-        # a trtllm-gen module's inputs include the headers it compiles against: flashinfer-cubin's, by its digest
-        inputs = described["inputs"] + (f"+cubin:{how['cubins']}" if uses_cubins and how.get("cubins") else "")
+        uses_cubins, inputs = _inputs(describe_spec(spec, places), how.get("cubins"))
         stamp = out / name / "build.json"
         if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs and (out / name / f"{name}.so").is_file():
             print(f"[{number}/{len(chosen)}] {name}: built before, kept", file=sys.stderr, flush=True)
@@ -263,6 +260,13 @@ def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) ->
         stamp.write_text(json.dumps(done[name], sort_keys=True))
         print(f"[{number}/{len(chosen)}] {name}: built in {seconds} s", file=sys.stderr, flush=True)
     return {"modules": done, "failed": failed, "skipped": skipped}
+
+
+def _inputs(described: dict[str, Any], cubins: str | None) -> tuple[bool, str]:
+    """(whether the module compiles against the trtllm-gen headers, what its build is kept by): a trtllm-gen
+    module's inputs include those headers, flashinfer-cubin's, by that wheel's digest."""
+    uses_cubins = any(d.startswith("<cubins>") for d in described["include_dirs"])
+    return uses_cubins, described["inputs"] + (f"+cubin:{cubins}" if uses_cubins and cubins else "")
 
 
 @contextlib.contextmanager
