@@ -80,7 +80,10 @@ def test_install_prints_the_stack_s_commands_as_json() -> None:
     assert revision.get("sglang-0.5.15", PATCHES).upstream == (Target("sglang", "0.5.15"),)
     shells = [s["shell"] for s in document["steps"]]
     assert shells[0] == "pip install flashinfer-python==0.6.12 sglang==0.5.15"
-    assert shells[1] == "pip install --no-deps flashinfer-cubin==0.6.12"  # its release's cubins, no fetch at run time
+    # its release's cubins, no fetch at run time: the pinned file, by pip's hash-checking mode
+    assert shells[1] == ("printf '%s\\n' 'flashinfer-cubin==0.6.12 --hash=sha256:01de132c493bb21d5df42ebe6890966cf83b40aa970dae06b2a3c0bed85f13ec' "
+                         "| pip install --no-deps --require-hashes -r /dev/stdin")
+    assert document["steps"][1]["stdin"] == "flashinfer-cubin==0.6.12 --hash=sha256:01de132c493bb21d5df42ebe6890966cf83b40aa970dae06b2a3c0bed85f13ec"
     assert shells[2].startswith("pip install --no-deps --no-index --find-links /no/dist/here flashinfer-python==0.6.12+nvfp4.")
     assert document["missing"] and "warning:" in err  # printed all the same; --run would refuse
 

@@ -8,6 +8,8 @@ The full sets are built by `make jit-cache GPU=...` (docs/bench.md says how long
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -84,7 +86,41 @@ def test_the_wheel_holds_the_module_with_a_version_flashinfer_accepts(built: dic
     assert json.loads(stamp.read_text())["inputs"] == provenance["modules"][MODULE]["inputs"]
     assert "-gencode=arch=compute_120f,code=sm_120f" in provenance["modules"][MODULE]["cuda_cflags"]
     # the other modules of the plan are named, not held: they JIT at first call
-    assert {"fp4_quantization_120f", "norm"} <= {n for n, m in provenance["modules"].items() if not m["included"]}
+    assert {"fp4_quantization_120f", "fused_moe_120"} <= {n for n, m in provenance["modules"].items() if not m["included"]}
+    # the plan is the serving path's: SGLang 0.5.11 calls no rmsnorm_quant, so `norm` is no module of it
+    assert "norm" not in provenance["modules"]
+    assert provenance["serving_path"]["sglang"] == "0.5.11" and not provenance["serving_path"]["all_routes"]
+    assert provenance["modules"][MODULE]["sglang_sites"] == {
+        "nvfp4_kv_quantize": ["sglang/srt/layers/quantization/kvfp4_tensor.py:198 quantize"]}
+
+
+def _plan(built: dict[str, Path], *extra: str) -> dict[str, Any]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["jit-cache", "--gpu", "sm120", "--plan", "--json", "--dist-dir", str(built["patched"].parent),
+                     "--cache-dir", str(cache_dir()), "--patches-dir", str(ROOT / "patches"), *extra])
+    assert code == 0
+    plan: dict[str, Any] = json.loads(out.getvalue())["plan"]
+    return plan
+
+
+def test_the_serving_path_s_modules_are_fewer_than_every_route_s(built: dict[str, Path]) -> None:
+    """The default stack on SM120: the modules of the entry points SGLang 0.5.11 calls, against --all-routes."""
+    narrowed, every = _plan(built), _plan(built, "--all-routes")
+    assert every["serving_path"] == {"sglang": None, "all_routes": True, "entries": None}
+    assert set(narrowed["modules"]) < set(every["modules"])
+    # norm: loaded by rmsnorm_quant and fused_add_rmsnorm_quant alone, which no file of sglang/srt 0.5.11 calls
+    assert set(every["modules"]) - set(narrowed["modules"]) == {"norm"}
+    assert every["modules"]["norm"]["loaded_by"] == ["fused_add_rmsnorm_quant", "rmsnorm_quant"]
+    entries = narrowed["serving_path"]["entries"]
+    assert "rmsnorm_quant" not in entries and "nvfp4_quantize" not in entries
+    # each module names the entry points that load it and where SGLang calls them
+    quantizer = narrowed["modules"]["fp4_quantization_120f"]["sglang_sites"]["fp4_quantize"]
+    assert "sglang/srt/layers/quantization/modelopt_quant.py:1479 apply" in quantizer
+    assert ("compiled region modelopt_fp4_linear (sm120): sglang/srt/layers/quantization/modelopt_quant.py:1479 apply"
+            in quantizer)  # the region table: this call runs inside the fullgraph region on SM120
+    trtllm = narrowed["modules"]["fused_moe_trtllm_sm100"]["sglang_sites"]["trtllm_fp4_block_scale_moe"]
+    assert "sglang/srt/layers/moe/moe_runner/flashinfer_trtllm.py:942 fused_experts_none_to_flashinfer_trtllm_fp4" in trtllm
 
 
 def test_flashinfer_loads_it_from_the_cache_and_starts_no_process(built: dict[str, Path], tmp_path: Path) -> None:
@@ -140,7 +176,7 @@ def test_doctor_with_and_without_the_cache(built: dict[str, Path], tmp_path: Pat
     fact = jit_doctor.facts(sys.executable, env=_node_env([built["cache"], built["flashinfer"]], tmp_path))
     view = jit_doctor.judge(fact, "sglang-0.5.11", with_cache)
     assert view["cache"] == f"{PATCHED}.cu130.sm120"
-    assert view["prebuilt"] == [MODULE] and "norm" in view["will_jit"]
+    assert view["prebuilt"] == [MODULE] and "fp4_quantization_120f" in view["will_jit"]
     assert not any("jit-cache" in p and "built for" in p for p in with_cache.problems)
     on_hopper = Finding()
     jit_doctor.judge({**fact, "gpu": "sm90", "torch_cuda": "12.8"}, "sglang-0.5.11", on_hopper)

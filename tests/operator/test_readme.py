@@ -117,7 +117,13 @@ def cli_line(world: World, argv: list[str]) -> str:
     return out
 
 
-def pip_line(world: World, argv: list[str]) -> str:
+def piped_pip_line(world: World, argv: list[str]) -> str:
+    """`printf '%s\\n' 'REQ --hash=sha256:D' | .../pip install ... -r /dev/stdin`: the hashed pin on pip's stdin."""
+    assert argv[:2] == ["printf", "%s\\n"] and argv[3] == "|" and argv[-2:] == ["-r", "/dev/stdin"], argv
+    return pip_line(world, argv[4:], stdin=argv[2] + "\n")
+
+
+def pip_line(world: World, argv: list[str], stdin: str | None = None) -> str:
     """pip in the serving venv: the patched steps dry-run against the dist dir or the fleet's server."""
     args = world.substitute(argv)
     head = args.index("pip") + 1 if "pip" in args else args.index("-m") + 2
@@ -129,7 +135,8 @@ def pip_line(world: World, argv: list[str]) -> str:
         assert verb == "install", args
         # The upstream step resolves ~196 distributions (test_install resolves it); here only its pins are looked up.
         extra = [] if "--no-deps" in rest else ["--no-deps"]
-        done = subprocess.run([*command, "--dry-run", *extra, *rest], capture_output=True, text=True, timeout=600)
+        done = subprocess.run([*command, "--dry-run", *extra, *rest], input=stdin, capture_output=True, text=True,
+                              timeout=600)
     assert done.returncode == 0, (args, done.stderr[-2000:])
     return done.stdout
 
@@ -153,6 +160,7 @@ RULES = [
     (lambda a: a[0] == "make", make_line),
     (lambda a: a[:2] == ["python", "build_wheels.py"] or a[0] == "nvfp4-overlay", cli_line),
     (lambda a: a[:3] == ["python", "-m", "http.server"], server_line),
+    (lambda a: a[0] == "printf" and "|" in a, piped_pip_line),
     (lambda a: a[0] == "pip" or a[1:3] == ["-m", "pip"], pip_line),
     (lambda a: a[0] == SERVING and a[1] == "-c", python_line),
 ]

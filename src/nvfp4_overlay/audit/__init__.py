@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from . import api_audit, api_rules, cuda_audit, inert, routes, sglang_audit, sglang_launch, sglang_raw, sglang_reach
+from . import (
+    api_audit,
+    api_rules,
+    cuda_audit,
+    inert,
+    routes,
+    sglang_audit,
+    sglang_calls,
+    sglang_launch,
+    sglang_raw,
+    sglang_reach,
+)
 from .api_audit import Audit, PublicFunction, load_audit, new_apis
 
 __all__ = ["Audit", "PublicFunction", "api_audit", "api_rules", "cuda_audit", "inert", "load_audit", "new_apis",
-           "routes", "sglang_audit", "sglang_launch", "sglang_raw", "sglang_reach"]
+           "routes", "sglang_audit", "sglang_calls", "sglang_launch", "sglang_raw", "sglang_reach"]

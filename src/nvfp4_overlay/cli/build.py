@@ -36,10 +36,10 @@ def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
     from ..operate import cubins
 
     if ctx.args.offline:
-        line = cubins.missing_line(stack, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
+        line = cubins.missing_line(stack, ctx.patches_dir, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
         if line:
             ctx.log(f"note: {line}")
-    step = cubins.install_step(stack, Tool())
+    step = cubins.install_step(stack, Tool(), ctx.patches_dir)
     return steps if step is None else [steps[0], step, *steps[1:]]
 
 

@@ -50,7 +50,7 @@ def cmd_install(ctx: Context) -> int:
         _verify_before_install(ctx, stack, dist, wheels)
     steps = install_steps(stack, locals_, tool, dist_dir=None if fleet else dist, fleet_index=fleet)
     _warn_cubins(ctx, stack, dist, fleet)
-    steps = _with_jit_cache(ctx, stack, tool, _with_cubins(stack, tool, steps, fleet), dist, fleet)
+    steps = _with_jit_cache(ctx, stack, tool, _with_cubins(ctx, stack, tool, steps, fleet), dist, fleet)
     document: dict[str, Any] = {"stack": stack.name, "missing": missing}
     check = None if fleet else _verify_step(ctx, [str(w) for w in wheels] or [str(dist / p) for p in patterns])
     return _print_or_run(ctx, steps, document, check)
@@ -117,16 +117,16 @@ def _jit_cache_wheels(ctx: Context, stack: Stack, dist: Path) -> list[Path]:
 def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> None:
     from ..operate import cubins
 
-    line = None if fleet else cubins.missing_line(stack, [dist])
+    line = None if fleet else cubins.missing_line(stack, ctx.patches_dir, [dist])
     if line:
         ctx.log(f"note: {line}")
 
 
-def _with_cubins(stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
+def _with_cubins(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
     """flashinfer-cubin of the stack's release, after the upstream step (operate/cubins.py says why)."""
     from ..operate import cubins
 
-    step = cubins.install_step(stack, tool, fleet)
+    step = cubins.install_step(stack, tool, ctx.patches_dir, fleet)
     return steps if step is None else [steps[0], step, *steps[1:]]
 
 
@@ -174,7 +174,8 @@ def _tool(ctx: Context, *, always: bool = False) -> Tool:
 
 
 def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], check: Step | None = None) -> int:
-    document["steps"] = [{"why": s.why, "argv": list(s.argv), "shell": s.shell} for s in steps]
+    document["steps"] = [{"why": s.why, "argv": list(s.argv), "shell": s.shell, **({"stdin": s.stdin} if s.stdin else {})}
+                         for s in steps]
     if check is not None:
         document["verify"] = {"why": check.why, "argv": list(check.argv), "shell": check.shell}
     if not ctx.args.run:
@@ -182,7 +183,7 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], che
         return Exit.OK
     for number, step in enumerate(steps, start=1):
         ctx.log(f"[{number}/{len(steps)}] {step.shell}")
-        done = _run(step.argv)
+        done = _run(step.argv, step.stdin)
         if done.returncode != 0:
             msg = (f"step {number} of {len(steps)} ({step.shell}) exited {done.returncode}; the steps after it did "
                    f"not run. Its own message is above; fix what it names and run the command again")
@@ -192,16 +193,18 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], che
     return Exit.OK
 
 
-def _run(argv: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
-    """The step's output goes to stderr with the logs (so --json keeps stdout to one document), as it comes."""
+def _run(argv: tuple[str, ...], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The step's output goes to stderr with the logs (so --json keeps stdout to one document), as it comes;
+    its stdin is the step's requirements text (a hashed pin), or nothing."""
     sys.stderr.flush()
+    given = None if stdin is None else f"{stdin}\n"
     try:
         sys.stderr.fileno()
     except (AttributeError, OSError, io.UnsupportedOperation):  # stderr is no file (captured): relay it after
-        done = subprocess.run(argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(argv, check=False, input=given, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         print(done.stdout, file=sys.stderr, end="")
         return done
-    return subprocess.run(argv, check=False, stdout=sys.stderr, stderr=sys.stderr, text=True)
+    return subprocess.run(argv, check=False, input=given, stdout=sys.stderr, stderr=sys.stderr, text=True)
 
 
 def cmd_index(ctx: Context) -> int:
@@ -242,7 +245,7 @@ def _bring_cubins(ctx: Context) -> None:
         built = [any(ctx.dist_dir.glob(f"{_stem(ctx, t)}-{v}-*.whl")) for t, v in _local_versions(ctx, stack).items()]
         if not all(built):
             continue  # a stack not built whole here: the index serves none of it
-        wheel = cubins.bring(stack, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
+        wheel = cubins.bring(stack, ctx.patches_dir, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
         if wheel is not None:
             ctx.log(f"{stack.name}: {wheel.name} in {ctx.dist_dir}")
 

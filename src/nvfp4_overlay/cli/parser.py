@@ -74,6 +74,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "with the real nvcc, into a flashinfer_jit_cache wheel FlashInfer loads without building",
                   "  nvfp4-overlay jit-cache --gpu sm120                     the default stack, RTX PRO 6000 / RTX 50\n"
                   "  nvfp4-overlay jit-cache --stack sglang-0.5.11 --gpu sm100 --module fp4_kv_quant\n"
+                  "  nvfp4-overlay jit-cache --gpu sm120 --plan              which modules, for which SGLang call site\n"
+                  "  nvfp4-overlay jit-cache --gpu sm120 --all-routes        every routed entry point's modules\n"
                   "It needs the patched wheel in the dist dir (build), nvcc (CUDA_HOME) and torch in this interpreter; "
                   "an interrupted build resumes where it stopped."),
     "drift": ("commands", "apply every series to other upstream releases and say, hunk by hunk, what each needs",
@@ -209,6 +211,11 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--gpu", required=True, choices=["sm90", "sm100", "sm120", "sm121"], help="the GPU family")
     p.add_argument("--module", action="append", metavar="NAME",
                    help="build only this module of the plan (repeatable; default: every one)")
+    p.add_argument("--all-routes", action="store_true",
+                   help="plan the modules of every routed entry point (the superset), not only of those the "
+                        "stack's SGLang calls")
+    p.add_argument("--plan", action="store_true", help="plan only: which modules, loaded by which entry point, "
+                   "needed at which SGLang call site; nothing is built")
     p.add_argument("--torch-cuda", metavar="X.Y",
                    help="the CUDA release of the serving torch (default: the toolkit's); FlashInfer picks "
                         "some modules by it")

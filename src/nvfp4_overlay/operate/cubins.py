@@ -3,7 +3,9 @@
 Without it, FlashInfer's cubin loader fetches each cubin over the network at its first use
 (flashinfer/jit/cubin_loader.py; offline, the call fails). flashinfer-cubin ships them all for one
 release, and FlashInfer refuses one of another release at import (jit/env.py: exact version match).
-The pin is the public version of the patched FlashInfer (0.6.8.post1 for 0.6.8.post1+nvfp4.7).
+The pin is the public version of the patched FlashInfer (0.6.8.post1 for 0.6.8.post1+nvfp4.7) and
+the sha256 of that exact file (patches/flashinfer-cubin/upstream-pins.toml, wheel/cubin_pins.py):
+install hands it to pip's hash-checking mode, `index --cubins` checks the file it mirrors.
 """
 
 from __future__ import annotations
@@ -11,83 +13,81 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from packaging.version import Version
-
 from ..errors import ConfigError
 from ..patch import Stack
-from ..wheel import pip
+from ..wheel import cubin_pins, pip
 from .install import Step, Tool
 
-# The releases the index holds a flashinfer-cubin of (pip index versions flashinfer-cubin, 2026-12-04:
-# 0.4.0-0.6.13): a stack whose FlashInfer is newer fetches its cubins at run time, as upstream does.
-PUBLISHED = frozenset(Version(v) for v in (
-    "0.4.0 0.4.1 0.5.0 0.5.1 0.5.2 0.5.3 0.6.0 0.6.1 0.6.2 0.6.3 0.6.4 0.6.5 0.6.6 0.6.7 0.6.7.post1 0.6.7.post2 "
-    "0.6.7.post3 0.6.8 0.6.8.post1 0.6.9 0.6.10 0.6.10.post1 0.6.11 0.6.11.post1 0.6.11.post2 0.6.11.post3 "
-    "0.6.12 0.6.13").split())
+
+def requirement(stack: Stack, patches_dir: Path) -> str | None:
+    """flashinfer-cubin==X for the stack's FlashInfer, or None where no file of it is pinned (none published)."""
+    pin = cubin_pins.pin_for(stack, patches_dir)
+    return None if pin is None else pin.requirement
 
 
-def requirement(stack: Stack) -> str | None:
-    """flashinfer-cubin==X for the stack's FlashInfer, or None where no such release is published."""
-    target = next((t for t in stack.targets if t.dist == "flashinfer-python"), None)
-    if target is None or Version(target.version) not in PUBLISHED:
-        return None
-    return f"flashinfer-cubin=={Version(target.version).public}"
-
-
-def install_step(stack: Stack, tool: Tool, fleet_index: str | None = None) -> Step | None:
-    """pip install --no-deps flashinfer-cubin==X, from the fleet index where one is named (`index --cubins`
-    mirrors it there), else from your index."""
-    pin = requirement(stack)
+def install_step(stack: Stack, tool: Tool, patches_dir: Path, fleet_index: str | None = None) -> Step | None:
+    """pip install --no-deps --require-hashes of the pinned file, from the fleet index where one is named
+    (`index --cubins` mirrors it there), else from your index; pip takes --hash only in a requirements file,
+    which the step gives it on stdin."""
+    pin = cubin_pins.pin_for(stack, patches_dir)
     if pin is None:
         return None
     where: list[str] = []
     if fleet_index is not None:
         where = ["--extra-index-url", fleet_index] if tool.uv else ["--index-url", fleet_index]
     source = f"from the index {fleet_index}" if fleet_index else "from your index"
-    return Step(f"the trtllm-gen cubins of FlashInfer's release, so that no call fetches them at run time ({pin}, "
-                f"about 300 MB, {source})", tuple(tool.command("install") + ["--no-deps", *where, pin]))
+    return Step(f"the trtllm-gen cubins of FlashInfer's release, so that no call fetches them at run time "
+                f"({pin.requirement}, about 300 MB, {source}; pip checks its sha256 against the pin)",
+                tuple(tool.command("install") + ["--no-deps", *where, "--require-hashes", "-r", "/dev/stdin"]),
+                stdin=pin.hashed)
 
 
-def held(stack: Stack, directories: list[Path]) -> Path | None:
-    """The stack's flashinfer-cubin wheel in the first of directories that holds one."""
-    pin = requirement(stack)
+def held(stack: Stack, patches_dir: Path, directories: list[Path]) -> Path | None:
+    """The stack's pinned flashinfer-cubin file in the first of directories that holds one (not yet checked)."""
+    pin = cubin_pins.pin_for(stack, patches_dir)
     if pin is None:
         return None
-    pattern = f"flashinfer_cubin-{pin.split('==')[1]}-*.whl"
-    return next((w for d in directories if d.is_dir() for w in sorted(d.glob(pattern))), None)
+    return next((d / pin.filename for d in directories if (d / pin.filename).is_file()), None)
 
 
-def missing_line(stack: Stack, directories: list[Path]) -> str | None:
+def missing_line(stack: Stack, patches_dir: Path, directories: list[Path]) -> str | None:
     """What an air-gapped fleet lacks: the stack's cubin wheel, when none of directories holds it."""
-    pin = requirement(stack)
-    if pin is None or held(stack, directories) is not None:
+    pin = cubin_pins.pin_for(stack, patches_dir)
+    if pin is None or held(stack, patches_dir, directories) is not None:
         return None
-    return (f"{pin} is not in {', '.join(map(str, directories))}: without it the trtllm-gen calls fetch their cubins "
-            f"at run time (offline, they fail); bring it into the dist dir and the fleet index with "
+    return (f"{pin.requirement} is not in {', '.join(map(str, directories))}: without it the trtllm-gen calls fetch "
+            f"their cubins at run time (offline, they fail); bring it into the dist dir and the fleet index with "
             f"'nvfp4-overlay index --cubins' (online, about 300 MB)")
 
 
-def bring(stack: Stack, dist_dir: Path, cache_dir: Path, *, offline: bool) -> Path | None:
-    """The stack's flashinfer-cubin wheel into dist_dir (where `index` mirrors every wheel): from dist_dir or
-    the cache, else through pip into the cache; None where its release publishes none."""
-    pin = requirement(stack)
+def bring(stack: Stack, patches_dir: Path, dist_dir: Path, cache_dir: Path, *, offline: bool) -> Path | None:
+    """The stack's flashinfer-cubin wheel into dist_dir (where `index` mirrors every wheel), checked against its
+    pin (HashMismatchError, exit 3, naming the file and the fix): from dist_dir or the cache, else through pip
+    into the cache; None where its release has no pin."""
+    pin = cubin_pins.pin_for(stack, patches_dir)
     if pin is None:
         return None
     wheels = cache_dir / "wheels"
-    found = held(stack, [dist_dir, wheels])
+    found = held(stack, patches_dir, [dist_dir, wheels])
     if found is None and offline:
-        msg = missing_line(stack, [dist_dir, wheels]) or pin
-        raise ConfigError(msg, path=wheels, item=pin, expected="a wheel of it", found="missing",
+        msg = missing_line(stack, patches_dir, [dist_dir, wheels]) or pin.requirement
+        raise ConfigError(msg, path=wheels, item=pin.requirement, expected="a wheel of it", found="missing",
                           fix="nvfp4-overlay index --cubins (online)")
     if found is None:
-        wheels.mkdir(parents=True, exist_ok=True)
-        ran = pip.download(pin, wheels)
-        found = held(stack, [wheels])
-        if ran.returncode != 0 or found is None:
-            msg = f"pip download {pin} failed: {ran.tail}; check your index configuration, or pass --offline"
-            raise ConfigError(msg, item=pin, expected="a wheel", found=ran.tail, fix="check the index configuration")
+        found = _download(pin, wheels)
+    cubin_pins.check(found, pin)
     if found.parent != dist_dir:
         dist_dir.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(found, dist_dir / found.name)
         found = dist_dir / found.name
     return found
+
+
+def _download(pin: cubin_pins.CubinPin, wheels: Path) -> Path:
+    wheels.mkdir(parents=True, exist_ok=True)
+    ran = pip.download(pin.requirement, wheels)
+    if ran.returncode != 0 or not (wheels / pin.filename).is_file():
+        msg = f"pip download {pin.requirement} failed: {ran.tail}; check your index configuration, or pass --offline"
+        raise ConfigError(msg, item=pin.requirement, expected=pin.filename, found=ran.tail,
+                          fix="check the index configuration")
+    return wheels / pin.filename

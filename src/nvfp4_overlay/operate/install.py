@@ -38,10 +38,13 @@ class Step:
 
     why: str
     argv: tuple[str, ...]
+    stdin: str | None = None  # a requirements file the command reads from /dev/stdin (pip's --hash lives only there)
 
     @property
     def shell(self) -> str:
-        return shlex.join(self.argv)
+        if self.stdin is None:
+            return shlex.join(self.argv)
+        return f"printf '%s\\n' {shlex.quote(self.stdin)} | {shlex.join(self.argv)}"
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 The modules are those the patched FlashInfer's routed entry points load on that GPU, found by
 calling them (probes/flashinfer/jit_plan.py: every case of probes/flashinfer/cases.py, the GPU faked, upstream's
-CompilationContext choosing the architectures from it and the toolkit), not listed by hand. Each is
+CompilationContext choosing the architectures from it and the toolkit), not listed by hand: the entry
+points the stack's SGLang calls (its serving path: the caller names them, with their SGLang call
+sites, from the SGLang audit), or every routed one (``serving`` None: the superset). Each is
 built by FlashInfer's own AOT machinery from the release's own sources (the patched wheel, unpacked
 whole), one at a time under the cache dir, so an interrupted build resumes: a module whose inputs
 (sources' digests, flags) are unchanged is kept. The result is a flashinfer_jit_cache wheel
@@ -16,7 +18,7 @@ import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from ..files import (
     staging_dir,
 )
 from ..patch import Stack, Target, load_stacks, load_upstream
-from . import jit_wheel
+from . import cubin_pins, jit_wheel
 from .jit_toolkit import Toolkit, find_toolkit, link_stub
 from .writer import zip_date_time
 
@@ -50,11 +52,14 @@ class Request:
     gpu: str
     modules: tuple[str, ...] | None = None  # None: every module of the plan
     torch_cuda: str | None = None  # None: the toolkit's release (a torch built for it)
+    serving: Mapping[str, Sequence[str]] | None = None  # entry point -> its SGLang call sites; None: every route
+    sglang: str | None = None  # the SGLang release whose calls `serving` holds
+    plan_only: bool = False  # plan, build nothing, write no wheel
 
 
 @dataclass(frozen=True)
 class Result:
-    wheel: Path
+    wheel: Path | None  # None: a plan only
     sha256: str
     version: str
     provenance: dict[str, Any]
@@ -70,17 +75,28 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     toolkit = find_toolkit()
     work = cache_dir / "jit-cache" / f"{sha256[:16]}-{request.gpu}-cuda{toolkit.release}"
     tree = _unpacked(wheel, work / "tree")
-    # 3. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
+    # 3. flashinfer-cubin's headers, checked against its pin, for the trtllm-gen modules (none held: they are left out).
+    cubin = cubin_pins.pin_for(stack, patches_dir)
+    headers = _cubin_headers(cubin, dist_dir, cache_dir)
+    # 4. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
     plan = {"tree": str(tree), "gpu": list(GPUS[request.gpu]), "toolkit": str(toolkit.root),
             "torch_cuda": request.torch_cuda or toolkit.release,
-            "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None}}
-    log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules, then nvcc ({toolkit.nvcc_version})")
+            "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None},
+            "cubins": str(headers) if headers else None, "cubins_sha256": cubin.sha256 if headers and cubin else None,
+            "entries": None if request.serving is None else sorted(request.serving)}
+    if request.plan_only:
+        del plan["build"]
+    then = "" if request.plan_only else f", then nvcc ({toolkit.nvcc_version})"
+    log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules{then}")
     found = _run_probe(plan, toolkit, work)
     _check_asked(request, found)
-    _check_failed(found, work)
-    # 4. The wheel: the modules built, the plan and how they were built.
-    version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
     provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
+    if request.plan_only:
+        return Result(None, "", "", provenance)
+    _check_failed(found, work)
+    # 5. The wheel: the modules built, the plan and how they were built.
+    version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
+    provenance["flashinfer_cubin"] = {"filename": cubin.filename, "sha256": cubin.sha256} if headers and cubin else None
     built = [jit_wheel.Built(n, (work / "modules" / n / f"{n}.so").read_bytes()) for n in sorted(found["built"])]
     for module in built:
         provenance["modules"][module.name]["sha256"] = sha256_bytes(module.data)
@@ -110,6 +126,18 @@ def _patched_wheel(dist_dir: Path, local: str, stack: Stack) -> Path:
         raise ConfigError(msg, path=dist_dir, item=f"flashinfer-python=={local}", expected="the patched wheel",
                           found="not built", fix=f"nvfp4-overlay build --stack {stack.name}")
     return found[-1]
+
+
+def _cubin_headers(pin: cubin_pins.CubinPin | None, dist_dir: Path, cache_dir: Path) -> Path | None:
+    """flashinfer-cubin's artifacts but the cubins, unpacked once per pinned digest from the wheel the dist dir or
+    the cache holds (where `index --cubins` brings it); None where its release has no pin or neither holds it."""
+    if pin is None:
+        return None
+    dest = cache_dir / "cubin-artifacts" / pin.sha256[:16]
+    if cubin_pins.unpacked(dest, pin):
+        return dest
+    held = next((d / pin.filename for d in (dist_dir, cache_dir / "wheels") if (d / pin.filename).is_file()), None)
+    return None if held is None else cubin_pins.artifacts(held, pin, dest)
 
 
 def _unpacked(wheel: Path, tree: Path) -> Path:
@@ -150,7 +178,8 @@ def _check_asked(request: Request, found: dict[str, Any]) -> None:
     unknown = sorted(set(request.modules or ()) - set(found["modules"]))
     if unknown:
         msg = (f"--module {', '.join(unknown)}: not loaded by the serving path on {request.gpu}; the plan's modules "
-               f"are {', '.join(sorted(found['modules']))}")
+               f"are {', '.join(sorted(found['modules']))}"
+               + ("" if request.serving is None else " (--all-routes plans every routed entry point's)"))
         raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown))
 
 
@@ -168,10 +197,13 @@ def _check_failed(found: dict[str, Any], work: Path) -> None:
 def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolkit: Toolkit, plan: dict[str, Any],
                 found: dict[str, Any]) -> dict[str, Any]:
     modules = {}
+    serving = request.serving
     for name, module in sorted(found["modules"].items()):
         entry = {k: module[k] for k in ("sources", "cuda_cflags", "cflags", "ldflags", "include_dirs", "needs_device_linking",
-                                           "inputs", "first_loaded_by")}
-        entry["included"] = name in found["built"]
+                                           "inputs", "first_loaded_by", "loaded_by")}
+        if serving is not None:  # which SGLang call sites need the module: those of the entry points that load it
+            entry["sglang_sites"] = {e: list(serving[e]) for e in module["loaded_by"] if e in serving}
+        entry["included"] = name in found.get("built", {})
         if entry["included"]:
             entry["build_seconds"] = found["built"][name]["seconds"]
         elif name in found.get("skipped", {}):
@@ -183,6 +215,9 @@ def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolki
         "flashinfer": {"filename": wheel.name, "sha256": sha256, "version": found["version"]},
         "cuda": {"release": toolkit.release, "nvcc": toolkit.nvcc_version, "torch_cuda": plan["torch_cuda"],
                  "libcuda_stub": bool(plan.get("libcuda_stub"))},
+        "serving_path": {"sglang": request.sglang, "all_routes": serving is None,
+                         "entries": None if serving is None else {e: list(v) for e, v in sorted(serving.items())
+                                                                  if e in found["calls"]}},
         "modules": modules, "cubins": found["cubins"], "not_reproducible": jit_wheel.NOT_REPRODUCIBLE,
     }
 

@@ -5,10 +5,16 @@ FlashInfer tree (the patched wheel, unpacked), the GPU (its compute capability),
 (CUDA_HOME: the real nvcc) and torch's CUDA release. The probe fakes that GPU as the trace ladder
 does (probes/flashinfer/flashinfer_trace.py, serving_stubs.py: CPU tensors, kernels that record), lets
 upstream's CompilationContext choose the architectures from it and the toolkit (as FlashInfer's JIT
-does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly, and
-records each JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry
-point and case that first loaded it) and each cubin the cubin loader fetched. Nothing is built
-while planning: ``build_and_load`` returns recording kernels.
+does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly,
+or of those ``entries`` names (the stack's serving path: what its SGLang calls), and records each
+JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry point and case
+that first loaded it, every entry point that loads it) and each cubin the cubin loader fetched. Nothing is built
+while planning: ``build_and_load`` returns recording kernels. The trtllm-gen modules (the MoE's
+``fused_moe_trtllm_sm100``, the GEMM's ``trtllm_gemm``) reach ``build_and_load`` too, but their
+generators first fetch the trtllm-gen headers through the cubin loader (``get_artifact``) and compile
+against them: with ``cubins`` (a directory of flashinfer-cubin's artifacts but the cubins, its
+headers and checksum lists) those are the real headers, copied into the probe's cubin directory;
+without it the loader's misses are answered with placeholders, and such a module is not built.
 
 With ``build``: {"out": DIR, "modules": [names] or null}, each planned module is then built by
 FlashInfer's own AOT machinery (``jit.core.build_jit_specs``, one spec at a time, into the
@@ -54,7 +60,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
     specs, found = plan_modules(plan)
     places = found.pop("places")
     if plan.get("build") is not None:
-        built = build(specs, plan["build"], places)
+        built = build(specs, {**plan["build"], "cubins": plan.get("cubins_sha256")}, places)
         found["built"], found["failed"], found["skipped"] = built["modules"], built["failed"], built["skipped"]
     return found
 
@@ -68,6 +74,8 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     box: Any = Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
     generators = _generators()
     serving_stubs.install(box)
+    if plan.get("cubins"):  # flashinfer-cubin's headers where FlashInfer's cubin loader looks first
+        shutil.copytree(plan["cubins"], box.cubin_dir, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".*"))
     _restore(generators)  # CUTLASS kernel generation writes the sources a module compiles: keep it
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
@@ -75,11 +83,17 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     specs: dict[str, Any] = {}
     _record_specs(jit_core, box, specs)
     _record_cubins(box)
-    first, calls, cubins = _call_every_case(flashinfer, box, specs, tree)
+    first, calls, cubins = _call_every_case(flashinfer, box, specs, tree, plan.get("entries"))
     # The paths of this run, as the provenance names them: a module's inputs are the same wherever it is built.
     places = {tree: "<tree>", toolkit: "<toolkit>", os.environ["FLASHINFER_WORKSPACE_BASE"]: "<workspace>",
               box.cubin_dir: "<cubins>"}
-    modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n)} for n, s in specs.items()}
+    loaded_by: dict[str, set[str]] = {}
+    for entry, by_case in calls.items():
+        for outcome in by_case.values():
+            for name in outcome.pop("loaded"):
+                loaded_by.setdefault(name, set()).add(entry)
+    modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n), "loaded_by": sorted(loaded_by.get(n, ()))}
+               for n, s in specs.items()}
     return specs, {"version": flashinfer.__version__, "archs": archs, "modules": modules, "calls": calls,
                    "cubins": cubins, "places": places}
 
@@ -102,17 +116,20 @@ def _faked_node(plan: dict[str, Any]) -> tuple[Any, Any]:
     return flashinfer, jit_core
 
 
-def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str) -> tuple[Any, Any, Any]:
-    """(module -> [entry point, case] that first loaded it, each call's outcome, cubin -> the calls that fetched it)."""
+def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str,
+                     entries: list[str] | None) -> tuple[Any, Any, Any]:
+    """(module -> [entry point, case] that first loaded it, each call's outcome and the modules it loaded,
+    cubin -> the calls that fetched it), for every routed entry point or those `entries` names."""
     from flashinfer._nvfp4_overlay.entries import ENTRIES
 
     first: dict[str, list[str]] = {}
     calls: dict[str, dict[str, Any]] = {}
     cubins: dict[str, set[str]] = {}
-    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n)):
+    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n) and (entries is None or n in entries)):
         fn, calls[name] = getattr(flashinfer, name), {}
+        _forget_loaded_modules()
         for case_id, make in case_table.cases(name, fn):
-            before, fetched = set(specs), len(box.fetched)
+            before, fetched, loaded = set(specs), len(box.fetched), len(box.loaded)
             args, kwargs = make(torch)
             try:
                 fn(*args, **kwargs)
@@ -122,10 +139,21 @@ def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str
             for spec_name in specs.keys() - before:
                 first[spec_name] = [name, case_id]
             calls[name][case_id] = {"outcome": outcome.replace(tree, "<tree>"),
-                                    "cubins": sorted(set(box.fetched[fetched:]))}
+                                    "cubins": sorted(set(box.fetched[fetched:])), "loaded": set(box.loaded[loaded:])}
             for uri in box.fetched[fetched:]:
                 cubins.setdefault(uri, set()).add(f"{name}[{case_id}]")
     return first, calls, {uri: sorted(by) for uri, by in cubins.items()}
+
+
+def _forget_loaded_modules() -> None:
+    """Empty FlashInfer's functools caches (its get_*_module loaders are cached), so that each entry point
+    reaches build_and_load for every module it loads, not only for those no entry point loaded before."""
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("flashinfer") or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if callable(getattr(value, "cache_clear", None)) and hasattr(value, "__wrapped__"):
+                value.cache_clear()
 
 
 def _generators() -> dict[str, Any]:
@@ -140,8 +168,11 @@ def _restore(generators: dict[str, Any]) -> None:
 
 def _record_specs(jit_core: Any, box: Any, specs: dict[str, Any]) -> None:
     """Every nvcc-built JitSpec that reaches build_and_load (not the CuTe DSL's, which cutlass-dsl compiles)."""
+    box.loaded = []
+
     def build_and_load(self: Any, *args: Any, **kwargs: Any) -> Any:
         specs.setdefault(self.name, self)
+        box.loaded.append(self.name)
         return serving_stubs.AnsweringModule(box)
 
     for obj in list(vars(jit_core).values()):
@@ -197,18 +228,17 @@ def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) ->
     skipped: dict[str, str] = {}
     for number, name in enumerate(chosen, start=1):
         spec = specs[name]
-        described = describe_spec(spec, places)
-        inputs = described["inputs"]
+        uses_cubins, inputs = _inputs(describe_spec(spec, places), how.get("cubins"))
         stamp = out / name / "build.json"
         if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs and (out / name / f"{name}.so").is_file():
             print(f"[{number}/{len(chosen)}] {name}: built before, kept", file=sys.stderr, flush=True)
             done[name] = json.loads(stamp.read_text())
             continue
-        if any(d.startswith("<cubins>") for d in described["include_dirs"]):
+        if uses_cubins and not how.get("cubins"):
             # The planning stubs answered the trtllm-gen headers with placeholders; nvcc needs the real ones,
-            # which FlashInfer fetches (or reads from flashinfer-cubin) when it builds the module itself.
-            skipped[name] = ("it compiles against the trtllm-gen headers of the cubin artifacts, which planning does not "
-                             "fetch: not prebuilt; it builds at first call (install flashinfer-cubin beside it)")
+            # flashinfer-cubin's (jit-cache reads them from its pinned wheel when the dist dir or cache holds it).
+            skipped[name] = ("it compiles against the trtllm-gen headers, which flashinfer-cubin ships and the dist dir and "
+                             "cache lack: not prebuilt; bring it ('nvfp4-overlay index --cubins') and build again")
             print(f"[{number}/{len(chosen)}] {name}: skipped: {skipped[name]}", file=sys.stderr, flush=True)
             continue
         print(f"[{number}/{len(chosen)}] {name}: nvcc, {len(spec.sources)} sources", file=sys.stderr, flush=True)
@@ -230,6 +260,13 @@ def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) ->
         stamp.write_text(json.dumps(done[name], sort_keys=True))
         print(f"[{number}/{len(chosen)}] {name}: built in {seconds} s", file=sys.stderr, flush=True)
     return {"modules": done, "failed": failed, "skipped": skipped}
+
+
+def _inputs(described: dict[str, Any], cubins: str | None) -> tuple[bool, str]:
+    """(whether the module compiles against the trtllm-gen headers, what its build is kept by): a trtllm-gen
+    module's inputs include those headers, flashinfer-cubin's, by that wheel's digest."""
+    uses_cubins = any(d.startswith("<cubins>") for d in described["include_dirs"])
+    return uses_cubins, described["inputs"] + (f"+cubin:{cubins}" if uses_cubins and cubins else "")
 
 
 @contextlib.contextmanager
