@@ -1,23 +1,18 @@
-"""The fast serving-API scan (api_graph, a statement at a time) against its slow reference (a full parse).
+"""The fast serving-API scan (api_graph, a statement at a time) against its slow reference (a full parse),
+on the layouts Python allows.
 
 tests/api_scan_reference.py parses every module of a release and walks every def; the scan reads
-what can matter only. They must find the same public functions, reaching the same loaders, on the
-layouts Python allows (below) and on real releases (0.6.1 and 0.6.8.post1 on every run, every carried
-release with NVFP4_OVERLAY_FULL=1). The chains they name may differ (each names one of several), so
-each chain of the scan is held to the reference's own call graph, step by step.
-"""
+what can matter only. They must find the same public functions, reaching the same loaders. The chains
+they name may differ (each names one of several), so each chain of the scan is held to the
+reference's own call graph, step by step. On real releases: tests/releases/test_api_scan_releases.py."""
 
 from __future__ import annotations
 
-import ast
-import zipfile
 from typing import Any
 
 import api_scan_reference as reference
-import pytest
-from helpers import FULL, PATCHES, cache_dir, fetch_upstream, flashinfer_releases
 
-from nvfp4_overlay.audit import api_audit, api_graph, api_scan
+from nvfp4_overlay.audit import api_graph, api_scan
 from nvfp4_overlay.audit.api_text import Source
 
 LAYOUTS = {
@@ -147,38 +142,6 @@ def test_the_chains_are_calls() -> None:
     found = api_graph.reaching(LAYOUTS)
     _chains_hold(found, LAYOUTS)
     assert all(f.via[-1] in ("jit", "cubin") for f in found)
-
-
-REAL = flashinfer_releases() if FULL else ["0.6.1", "0.6.8.post1"]
-
-
-def _files(release: str) -> dict[str, str]:
-    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
-    with zipfile.ZipFile(wheel) as zf:
-        return api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist() if api_audit.scanned(n)})
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize("release", REAL)
-def test_the_scan_of_a_real_release_is_the_full_parse(release: str) -> None:
-    files = _files(release)
-    fast = api_graph.reaching(files)
-    assert _keys(fast) == _keys(reference.reaching(files))
-    _chains_hold(fast, files)
-
-
-@pytest.mark.upstream
-def test_the_statement_cut_is_pythons() -> None:
-    """Every top-level def, import and block the cut finds parses alone, and the defs are a parse's."""
-    for path, text in _files("0.6.1").items():
-        tree = ast.parse(text)
-        chunks = Source(text).chunks()
-        assert [c.name for c in chunks if c.kind == "def"] == [
-            n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], path
-        for chunk in chunks:
-            if chunk.kind != "other":
-                ast.parse(text[chunk.start:chunk.end])
-        assert "".join(text[c.start:c.end] for c in chunks) == text, path
 
 
 def test_a_def_is_cut_into_its_header_and_statements() -> None:
