@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import zipfile
-from typing import Any
 
 import api_scan_reference as reference
 import pytest
@@ -14,24 +13,6 @@ from helpers import FULL, PATCHES, cache_dir, fetch_upstream, flashinfer_release
 
 from nvfp4_overlay.audit import api_audit, api_graph
 from nvfp4_overlay.audit.api_text import Source
-
-
-def _keys(found: list[Any]) -> dict[str, tuple[str, ...]]:
-    return {f.key: tuple(f.loaders) for f in found}
-
-
-def _chains_hold(found: list[Any], files: dict[str, str]) -> None:
-    """Each step of each chain the scan names is a reference the full parse finds."""
-    release = reference._Release(files)
-    for fn in found:
-        for caller, callee in zip(fn.via, fn.via[1:]):
-            module, _, name = caller.rpartition(".")
-            info = release.module(module)
-            assert info is not None and name in info.defs, (fn.key, caller)
-            refs = {r if isinstance(r, str) else f"{r[0]}.{r[1]}"
-                    for r in reference._references(release, info, info.defs[name])}
-            assert callee in refs, (fn.key, caller, callee)
-
 
 REAL = flashinfer_releases() if FULL else ["0.6.1", "0.6.8.post1"]
 
@@ -47,8 +28,8 @@ def _files(release: str) -> dict[str, str]:
 def test_the_scan_of_a_real_release_is_the_full_parse(release: str) -> None:
     files = _files(release)
     fast = api_graph.reaching(files)
-    assert _keys(fast) == _keys(reference.reaching(files))
-    _chains_hold(fast, files)
+    assert reference.keys(fast) == reference.keys(reference.reaching(files))
+    reference.chains_hold(fast, files)
 
 
 @pytest.mark.upstream

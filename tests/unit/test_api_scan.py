@@ -8,8 +8,6 @@ reference's own call graph, step by step. On real releases: tests/releases/test_
 
 from __future__ import annotations
 
-from typing import Any
-
 import api_scan_reference as reference
 
 from nvfp4_overlay.audit import api_graph, api_scan
@@ -109,38 +107,21 @@ def plain(x):
 }
 
 
-def _keys(found: list[Any]) -> dict[str, tuple[str, ...]]:
-    return {f.key: tuple(f.loaders) for f in found}
-
-
 def test_the_scan_finds_what_a_full_parse_finds_on_every_layout() -> None:
     fast, slow = api_graph.reaching(LAYOUTS), reference.reaching(LAYOUTS)
-    assert _keys(fast) == _keys(slow)
+    assert reference.keys(fast) == reference.keys(slow)
     q = "flashinfer.quant."
     for name in ("in_block", "through_alias", "through_reexported_module", "long_body", "Runner", "continued",
                  "by_getattr", "public_alias", "broken_layout"):
-        assert q + name in _keys(fast), name
+        assert q + name in reference.keys(fast), name
     for name in ("not_a_function", "template_def", "decorated", "Quiet", "plain"):
-        assert q + name not in _keys(fast), name  # in strings, a decorator, or naming nothing that reaches
-    assert _keys(fast)[q + "Runner"] == ("cubin",)
-
-
-def _chains_hold(found: list[Any], files: dict[str, str]) -> None:
-    """Each step of each chain the scan names is a reference the full parse finds."""
-    release = reference._Release(files)
-    for fn in found:
-        for caller, callee in zip(fn.via, fn.via[1:]):
-            module, _, name = caller.rpartition(".")
-            info = release.module(module)
-            assert info is not None and name in info.defs, (fn.key, caller)
-            refs = {r if isinstance(r, str) else f"{r[0]}.{r[1]}"
-                    for r in reference._references(release, info, info.defs[name])}
-            assert callee in refs, (fn.key, caller, callee)
+        assert q + name not in reference.keys(fast), name  # in strings, a decorator, or naming nothing that reaches
+    assert reference.keys(fast)[q + "Runner"] == ("cubin",)
 
 
 def test_the_chains_are_calls() -> None:
     found = api_graph.reaching(LAYOUTS)
-    _chains_hold(found, LAYOUTS)
+    reference.chains_hold(found, LAYOUTS)
     assert all(f.via[-1] in ("jit", "cubin") for f in found)
 
 
@@ -162,8 +143,8 @@ def test_a_memo_carries_over_unchanged_modules() -> None:
     changed = {**LAYOUTS, "flashinfer/quant.py": LAYOUTS["flashinfer/quant.py"].replace(
         "def plain(x):\n    return x + 1", "def plain(x):\n    return renamed()")}
     second = api_graph.reaching(changed, memo)
-    assert _keys(second) == _keys(reference.reaching(changed))
-    assert set(_keys(second)) == set(_keys(first)) | {"flashinfer.quant.plain"}
+    assert reference.keys(second) == reference.keys(reference.reaching(changed))
+    assert set(reference.keys(second)) == set(reference.keys(first)) | {"flashinfer.quant.plain"}
 
 
 def _has_word_by_find(text: str, word: str, start: int, end: int, heads: frozenset[str] | None = None,

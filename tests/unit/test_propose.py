@@ -4,73 +4,19 @@ new releases: tests/carrying/test_propose_real.py."""
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import io
 import json
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, write_wheel
+from fake_github import FakeGitHub
+from helpers import OVERLAY, PATCHES, run_cli, write_wheel
 
-from nvfp4_overlay import cli
 from nvfp4_overlay.carry import propose
 from nvfp4_overlay.carry.github import GitHub, Proposal
 from nvfp4_overlay.errors import ConfigError
 from nvfp4_overlay.patch.manifest import Target, load_stacks
 from nvfp4_overlay.wheel.fetch import Source
-
-
-class FakeGitHub:
-    """The REST endpoints github.GitHub calls, in memory: refs, blobs, trees, commits, pulls, issues."""
-
-    def __init__(self, branches: Mapping[str, str] | None = None, issues: list[dict[str, Any]] | None = None,
-                 fail: int | None = None) -> None:
-        self.refs = {"main": "c0", **(branches or {})}
-        self.objects: dict[str, Any] = {"c0": {"tree": {"sha": "t0"}}}
-        self.issues, self.pulls = list(issues or []), []  # type: ignore[var-annotated]
-        self.calls: list[tuple[str, str]] = []
-        self.fail = fail
-
-    def send(self, method: str, url: str, body: Mapping[str, Any] | None) -> tuple[int, Any]:
-        path = url.removeprefix("https://api.github.com/repos/o/r")
-        self.calls.append((method, path))
-        if self.fail:
-            return self.fail, {"message": "Resource not accessible by integration"}
-        if (method, path) == ("GET", ""):
-            return 200, {"default_branch": "main"}
-        if method == "GET" and path.startswith("/git/ref/heads/"):
-            ref = path.removeprefix("/git/ref/heads/")
-            return (200, {"object": {"sha": self.refs[ref]}}) if ref in self.refs else (404, {"message": "Not Found"})
-        if method == "GET" and path.startswith("/git/commits/"):
-            return 200, self.objects[path.removeprefix("/git/commits/")]
-        if method == "POST" and path in ("/git/blobs", "/git/trees", "/git/commits"):
-            sha = f"{path.rsplit('/', 1)[1]}{len(self.objects)}"
-            self.objects[sha] = dict(body or {})
-            return 201, {"sha": sha}
-        if (method, path) == ("POST", "/git/refs"):
-            assert body is not None
-            self.refs[body["ref"].removeprefix("refs/heads/")] = body["sha"]
-            return 201, {}
-        if (method, path) in (("POST", "/pulls"), ("POST", "/issues")):
-            made = self.pulls if path == "/pulls" else self.issues
-            made.append({**(body or {}), "html_url": f"https://example.invalid/o/r{path}/{len(made) + 1}"})
-            return 201, made[-1]
-        if (method, path) == ("GET", "/issues?state=open&per_page=100"):
-            return 200, self.issues
-        raise AssertionError(f"unexpected call {method} {path}")
-
-    def committed(self, branch: str) -> dict[str, bytes]:
-        """The files of the one commit on branch, as its tree lists them."""
-        commit = self.objects[self.refs[branch]]
-        assert commit["parents"] == ["c0"]
-        tree = self.objects[commit["tree"]]
-        assert tree["base_tree"] == "t0"
-        return {e["path"]: base64.b64decode(self.objects[e["sha"]]["content"]) for e in tree["tree"]}
-
 
 # --- the GitHub seam ---------------------------------------------------------------------------------
 
@@ -101,16 +47,9 @@ def test_a_token_without_permission_is_exit_2_naming_the_call_and_the_fix() -> N
     assert info.value.exit_code == 2 and "permission" in (info.value.fix or "")
 
 
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
-
-
 def test_propose_without_a_token_says_which_variable_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
-    code, out, err = run("propose", "--repo", "o/r", "--json", "--patches-dir", str(PATCHES), "--offline")
+    code, out, err = run_cli("propose", "--repo", "o/r", "--json", "--patches-dir", str(PATCHES), "--offline")
     assert code == 2
     assert json.loads(out)["error"]["item"] == "GITHUB_TOKEN"
 
@@ -220,13 +159,13 @@ def test_propose_dry_run_prints_the_proposals_and_opens_nothing(stack_project: d
     sglang(stack_project["wheelhouse"], "0.5.24", "Requires-Dist: flashinfer_python==0.7.2")
     args = ["--patches-dir", str(stack_project["patches"]), "--cache-dir", str(stack_project["cache"]),
             "--wheelhouse", str(stack_project["wheelhouse"]), "--offline"]
-    code, out, err = run("propose", "--dry-run", *args)
+    code, out, err = run_cli("propose", "--dry-run", *args)
     assert code == 0, err
     assert out.startswith("sglang==0.5.24: pull: sglang 0.5.24: a stack over flashinfer-python 0.7.2 -> "
                           "(dry run: branch nvfp4-overlay/stack-sglang-0.5.24)\n")
     assert "pins flashinfer-python==0.7.2 (Requires-Dist)" in out
     sglang(stack_project["wheelhouse"], "0.5.25", "Requires-Dist: flashinfer_python==0.7.3")
-    code, out, _ = run("propose", "--dry-run", "--json", *args)
+    code, out, _ = run_cli("propose", "--dry-run", "--json", *args)
     assert code == 1  # a release needs a person: its issue is the report
     assert [(p["release"], p["kind"]) for p in json.loads(out)["proposals"]] == [
         ("sglang==0.5.24", "pull"), ("sglang==0.5.25", "issue")]
