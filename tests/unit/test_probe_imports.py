@@ -51,9 +51,11 @@ def test_no_import_circle_in_probes() -> None:
 
 
 def test_each_shared_piece_is_defined_once() -> None:
+    defined: dict[str, list[str]] = {}
+    for path in PROBES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, []).append(path.name)
     for name in ("fake_capability", "describe", "Row", "bf16", "u8", "with_scale", "kernel_of", "_x", "_u8",
                  "_with_scale", "Placeholder", "prints_to_stderr", "answer"):
-        defined = [p.name for p in PROBES.rglob("*.py")
-                   for n in ast.walk(ast.parse(p.read_text()))
-                   if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
-        assert len(defined) <= 1, (name, defined)
+        assert len(defined.get(name, [])) <= 1, (name, defined[name])
