@@ -28,9 +28,9 @@ wheels: $(VENV)/.ready
 test: $(VENV)/.test-ready
 	$(PY) -m pytest $(ARGS)
 
-# The unit layer: no upstream wheel, no torch.
+# The unit layer, tests/unit: no upstream wheel, no torch (tests/unit/conftest.py refuses a test that needs one).
 test-fast: $(VENV)/.test-ready
-	$(PY) -m pytest -m "not upstream and not torch" $(ARGS)
+	$(PY) -m pytest tests/unit $(ARGS)
 
 # ruff and mypy --strict, pinned in pyproject.toml's lint extra.
 lint: $(VENV)/.lint-ready
@@ -41,7 +41,7 @@ lint: $(VENV)/.lint-ready
 # SM121 (GB10) on every release too: the ladder's rung in test_trace_flashinfer.py, SGLang's regions below.
 test-releases: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/releases/test_trace_flashinfer.py \
-		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/unit/test_oracle.py $(ARGS)
+		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/releases/test_oracle_releases.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
@@ -64,7 +64,7 @@ test-torch:
 # Every series on its own wheels (a failure) and on every newer release: where that release carries
 # its own series, a series that does not carry there is news, not a failure (as the drift workflow);
 # where a stack ships that release unpatched by design (its region audit leaves nothing raw), it is not
-# needed there. Exit 0 on the committed tree (tests/carrying/test_drift.py holds it).
+# needed there. Exit 0 on the committed tree (tests/carrying/test_committed_series.py holds it).
 drift: $(VENV)/.ready
 	$(PY) build_wheels.py drift --against pinned all $(ARGS)
 

@@ -1,7 +1,8 @@
 """The slow reference of the serving-API scan: every module of the release parsed whole, then a fixed point.
 
 The scan (nvfp4_overlay.audit.api_graph) reads a release lazily, a statement at a time, to be fast; this
-is the plain version it is held to (tests/unit/test_api_scan.py): the same call graph by a full parse of
+is the plain version it is held to (tests/unit/test_api_scan.py, tests/releases/test_api_scan_releases.py:
+keys() and chains_hold() below compare the two): the same call graph by a full parse of
 every module. Kept as it was written for the audit, apart from what the fast one may choose freely:
 which of the shortest chains to a loader it names. What it found first:
 
@@ -268,3 +269,23 @@ def _public(release: _Release) -> set[tuple[str, str]]:
                 if found is not None:
                     out.add(found)
     return out
+
+
+# --- the scan held to it ----------------------------------------------------------------------------
+
+
+def keys(found: list[PublicFunction]) -> dict[str, tuple[str, ...]]:
+    """A scan's public functions and the loaders each reaches, to compare two scans by."""
+    return {f.key: tuple(f.loaders) for f in found}
+
+
+def chains_hold(found: list[PublicFunction], files: dict[str, str]) -> None:
+    """Each step of each chain the scan names is a reference the full parse finds."""
+    release = _Release(files)
+    for fn in found:
+        for caller, callee in zip(fn.via, fn.via[1:]):
+            module, _, name = caller.rpartition(".")
+            info = release.module(module)
+            assert info is not None and name in info.defs, (fn.key, caller)
+            refs = {r if isinstance(r, str) else f"{r[0]}.{r[1]}" for r in _references(release, info, info.defs[name])}
+            assert callee in refs, (fn.key, caller, callee)

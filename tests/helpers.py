@@ -1,4 +1,5 @@
-"""What the tests share besides fixtures: the checkout's paths, real upstream wheels, small wheels, a child Python.
+"""What the tests share besides fixtures: the checkout's paths, real upstream wheels, small wheels, a child Python,
+the command line run in this process.
 
 conftest.py holds the fixtures; test modules import these from here (``from helpers import PATCHES``).
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import os
 import subprocess
 import sys
@@ -163,6 +165,16 @@ def run_python(code: str, path: Sequence[Path] = (), env: dict[str, str] | None 
     full_env["PYTHONPATH"] = os.pathsep.join([*map(str, path), full_env.get("PYTHONPATH", "")])
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout)
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """The command line run in this process on argv: (its exit status, its stdout, its stderr)."""
+    from nvfp4_overlay import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(argv))
+    return code, out.getvalue(), err.getvalue()
 
 
 def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",

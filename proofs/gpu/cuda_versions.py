@@ -22,10 +22,8 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,8 +40,7 @@ SPECS = [  # (module, function): built in the nvcc part
 
 def install(wheels: Path, flavor: str, root: Path) -> Path:
     (wheel,) = sorted((wheels / flavor).glob("flashinfer_python-*.whl"))
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    deps = [w for w in sorted((wheels / "deps").glob("*.whl")) if f"-{tag}-" in w.name]  # this interpreter's
+    deps = driver.dependency_wheels(wheels)
     return driver.install(wheel, deps, root / flavor)
 
 
@@ -154,11 +151,7 @@ def main() -> None:
     parser.add_argument("--child")
     args = parser.parse_args()
     if args.child:
-        try:
-            result = child_nvcc() if args.child == "nvcc" else child_sm90()
-        except Exception:  # noqa: BLE001
-            result = {"crash": traceback.format_exc()[-4000:]}
-        print(MARK + json.dumps(result), flush=True)
+        driver.answer_as_child(child_nvcc if args.child == "nvcc" else child_sm90, MARK)
         return
     args.out.mkdir(parents=True, exist_ok=True)
     nvcc = shutil.which("nvcc")

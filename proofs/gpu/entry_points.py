@@ -28,10 +28,8 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -193,22 +191,8 @@ def _has_overlay() -> bool:
     return importlib.util.find_spec("flashinfer._nvfp4_overlay") is not None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--wheels", type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--child", action="store_true")
-    args = parser.parse_args()
-    if args.child:
-        try:
-            result = child()
-        except Exception:  # noqa: BLE001
-            result = {"crash": traceback.format_exc()[-4000:]}
-        print(MARK + json.dumps(result), flush=True)
-        return
+def parent(args: argparse.Namespace, deps: list[Path]) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    deps = [w for w in sorted((args.wheels / "deps").glob("*.whl")) if f"-{tag}-" in w.name]
     root = Path(tempfile.mkdtemp(prefix="entry-proof-"))
     patched = sorted((args.wheels / "entry").glob("flashinfer_python-*.whl"))
     upstream = sorted((args.wheels / "upstream").glob("flashinfer_python-*.whl"))
@@ -234,4 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    driver.main(argparse.ArgumentParser(), MARK, lambda args: child(), parent)

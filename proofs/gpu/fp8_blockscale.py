@@ -28,12 +28,12 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
+
+import driver
 
 MARK = "@@PROOF@@"
 # (name, N, K) of DeepSeek-V3's dense FP8 projections (hidden 7168, q_lora 1536, kv_lora 512 + rope 64,
@@ -140,25 +140,11 @@ def one_call(torch: Any, gemm: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 
 
 def run_child(wheel: Path, deps: list[Path], root: Path, compile_all: bool, timeout: float) -> dict[str, Any]:
-    site = root / f"site-{wheel.name}"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-compile",
-                    "--target", str(site), str(wheel), *map(str, deps)], check=True)
+    """One wheel's calls in a child of its own; past its time, what it marked so far, with a note."""
+    site = driver.install(wheel, deps, root / f"site-{wheel.name}")
     env = dict(os.environ, PYTHONPATH=str(site), FLASHINFER_WORKSPACE_BASE=str(root / "ws"), MAX_JOBS="16")
-    argv = [sys.executable, __file__, "--child", *(["--compile-all"] if compile_all else [])]
-    timed_out = False
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
-        stdout, stderr = done.stdout, done.stderr
-    except subprocess.TimeoutExpired as exc:
-        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        stderr, timed_out = f"timed out after {timeout} s", True
-    lines = [line for line in stdout.splitlines() if line.startswith(MARK)]
-    if not lines:
-        return {"crash": (stderr or stdout)[-4000:]}
-    result = dict(json.loads(lines[-1][len(MARK):]))
-    if timed_out:
-        result["note"] = stderr
-    return result
+    args = ["--child", *(["--compile-all"] if compile_all else [])]
+    return driver.run_child(__file__, args, env, timeout, MARK).so_far()
 
 
 def one_op(graphs: list[dict[str, Any]]) -> bool:
@@ -186,21 +172,14 @@ def verdict(patched: dict[str, Any], upstream: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--wheels", type=Path)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--child", action="store_true")
     parser.add_argument("--compile-all", action="store_true")
     parser.add_argument("--verdict", type=Path, help="recompute the verdict of a result JSON, in place")
-    args = parser.parse_args()
-    if args.child:
-        try:
-            result = child(args.compile_all)
-        except Exception:  # noqa: BLE001
-            result = {"crash": traceback.format_exc()[-4000:]}
-        print(MARK + json.dumps(result), flush=True)
-        return
+    return parser
+
+
+def parent(args: argparse.Namespace, deps: list[Path]) -> None:
     if args.verdict:
         result = json.loads(args.verdict.read_text())
         result["verdict"] = verdict(result["patched"], result["upstream"])
@@ -208,8 +187,6 @@ def main() -> None:
         print(json.dumps(result["verdict"], indent=1))
         return
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    deps = [w for w in sorted((args.wheels / "deps").glob("*.whl")) if f"-{tag}-" in w.name]
     root = Path(tempfile.mkdtemp(prefix="fp8-proof-"))
     (patched_wheel,) = sorted((args.wheels / "patched").glob("flashinfer_python-*.whl"))
     (upstream_wheel,) = sorted((args.wheels / "upstream").glob("flashinfer_python-*.whl"))
@@ -227,4 +204,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    driver.main(arguments(), MARK, lambda args: child(args.compile_all), parent)

@@ -33,10 +33,8 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -419,25 +417,16 @@ def verdicts(found: dict[str, Any]) -> dict[str, str]:
 
 
 
-def main() -> None:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--wheels", type=Path)
-    parser.add_argument("--out", type=Path)
     parser.add_argument("--workspace", type=Path, help="JIT workspaces kept between calls (default: a temporary one)")
     parser.add_argument("--only", default="", help="comma-separated APIs (default: every routed one)")
     parser.add_argument("--timeout", type=float, default=540)
-    parser.add_argument("--child", action="store_true")
-    args = parser.parse_args()
-    if args.child:
-        try:
-            result = child()
-        except Exception:  # noqa: BLE001
-            result = {"crash": traceback.format_exc()[-4000:]}
-        print(MARK + json.dumps(result), flush=True)
-        return
+    return parser
+
+
+def parent(args: argparse.Namespace, deps: list[Path]) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    deps = [w for w in sorted((args.wheels / "deps").glob("*.whl")) if f"-{tag}-" in w.name]
     root = args.workspace.resolve() if args.workspace else Path(tempfile.mkdtemp(prefix="serving-proof-"))
     root.mkdir(parents=True, exist_ok=True)
     found: dict[str, Any] = {}
@@ -459,4 +448,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    driver.main(arguments(), MARK, lambda args: child(), parent)

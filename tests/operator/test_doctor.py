@@ -7,9 +7,7 @@ test into the fresh environment exactly as on a server, and doctor runs in that 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import site
 import subprocess
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, edited_wheel, fetch_upstream, write_wheel
+from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, edited_wheel, fetch_upstream, run_cli, write_wheel
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.patch.patching import read_series
@@ -339,10 +337,8 @@ def bare_env(env: Path, *wheels: Path) -> Path:
 
 
 def run_doctor(*args: str) -> tuple[int, dict[str, Any], str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["doctor", "--json", *args])
-    return code, json.loads(out.getvalue()), err.getvalue()
+    code, out, err = run_cli("doctor", "--json", *args)
+    return code, json.loads(out), err
 
 
 def test_python_examines_that_interpreter_not_this_one(tmp_path: Path, fakes: dict[str, Path]) -> None:

@@ -8,9 +8,7 @@ Upstream's real dependency tree is resolved in test_the_real_stacks_resolve_in_a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PATCHES, write_wheel
+from helpers import PATCHES, run_cli, write_wheel
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.operate import index
@@ -32,13 +30,6 @@ PATCHED = Stack("sglang-0.5.11", (Target("flashinfer-python", "0.6.8.post1"), Ta
 SHIPPED = Stack("sglang-0.5.19", (Target("flashinfer-python", "0.6.18"),), (Target("sglang", "0.5.19"),))
 LOCAL = {Target("flashinfer-python", "0.6.8.post1"): "0.6.8.post1+nvfp4.3", Target("sglang", "0.5.11"): "0.5.11+nvfp4.3",
          Target("flashinfer-python", "0.6.18"): "0.6.18+nvfp4.2"}
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 # --- the commands -------------------------------------------------------------------------------
@@ -72,7 +63,7 @@ def test_rollback_names_the_exact_upstream_versions() -> None:
 
 
 def test_install_prints_the_stack_s_commands_as_json() -> None:
-    code, out, err = run("install", "--stack", "sglang-0.5.15", "--patches-dir", str(PATCHES), "--json",
+    code, out, err = run_cli("install", "--stack", "sglang-0.5.15", "--patches-dir", str(PATCHES), "--json",
                          "--dist-dir", "/no/dist/here")
     assert code == 0
     document = json.loads(out)
@@ -90,14 +81,14 @@ def test_install_prints_the_stack_s_commands_as_json() -> None:
 
 def test_install_brings_no_cubin_where_its_release_has_none() -> None:
     """flashinfer-cubin is published up to 0.6.13: sglang-0.5.19 (FlashInfer 0.6.18) fetches at run time."""
-    code, out, _ = run("install", "--stack", "sglang-0.5.19", "--patches-dir", str(PATCHES), "--json",
+    code, out, _ = run_cli("install", "--stack", "sglang-0.5.19", "--patches-dir", str(PATCHES), "--json",
                        "--dist-dir", "/no/dist/here")
     assert code == 0
     assert not any("flashinfer-cubin" in s["shell"] for s in json.loads(out)["steps"])
 
 
 def test_install_run_refuses_a_stack_that_is_not_built(tmp_path: Path) -> None:
-    code, out, err = run("install", "--run", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    code, out, err = run_cli("install", "--run", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     assert code == 2
     assert json.loads(out)["error"]["fix"] == "nvfp4-overlay build --stack sglang-0.5.11"
 
@@ -157,7 +148,7 @@ def fresh_venv(path: Path, *, pip: bool = True, newest_pip: bool = False) -> str
 
 
 def doctor(python: str, patches: Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = run("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(patches))
+    code, out, _ = run_cli("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(patches))
     return code, json.loads(out)
 
 
@@ -177,7 +168,7 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
         monkeypatch.setenv("PATH", f"{Path(str(UV)).parent}{os.pathsep}{os.environ['PATH']}")
     python = fresh_venv(tmp_path / "serving", pip=tool == "pip")  # uv needs no pip in the environment
     common = ["--python", python, "--patches-dir", str(fleet["patches"]), *(["--uv"] if tool == "uv" else [])]
-    code, out, err = run("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
+    code, out, err = run_cli("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
                          *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
@@ -191,7 +182,7 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
                               capture_output=True, text=True, check=True)
         assert "already satisfied" in done.stdout and installed(python)["flashinfer-python"] == "1.0+nvfp4.1"
 
-    code, out, err = run("rollback", "--run", *common)
+    code, out, err = run_cli("rollback", "--run", *common)
     assert code == 0, err
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.0" and versions["sglang"] == "0.5.9"
@@ -208,7 +199,7 @@ def test_a_failed_step_stops_the_run_and_names_it(fleet: dict[str, Path], tmp_pa
     use_index(monkeypatch, empty.as_uri())
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "serving")], check=True)
     python = str(tmp_path / "serving" / "bin" / "python")  # an index with nothing, and no pip at all
-    code, out, err = run("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
+    code, out, err = run_cli("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
                          "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]))
     assert code == 1
     error = json.loads(out)["error"]
@@ -224,26 +215,26 @@ def test_rollback_reads_the_environment_and_leaves_another_stack_s_releases(flee
     use_index(monkeypatch, fleet["index"].as_uri())
     python = fresh_venv(tmp_path / "serving")
     data = ["--python", python, "--patches-dir", str(fleet["patches"])]
-    code, _, err = run("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
+    code, _, err = run_cli("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
                        str(fleet["overlay"]), *data)
     assert code == 0, err
     assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1" and "sglang" not in installed(python)
 
-    code, out, err = run("rollback", "--stack", "s", "--run", "--json", *data)
+    code, out, err = run_cli("rollback", "--stack", "s", "--run", "--json", *data)
     assert code == 2, err
     error = json.loads(out)["error"]
     assert error["item"] == "--stack" and "--switch-release" in error["fix"]
     assert "flashinfer-python 1.1+nvfp4.1" in error["found"] and "flashinfer-python==1.0" in error["expected"]
     assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1"  # refused before anything ran
 
-    code, out, err = run("rollback", "--run", *data)
+    code, out, err = run_cli("rollback", "--run", *data)
     assert code == 0, err
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.1" and "sglang" not in versions  # its release kept, nothing added
 
-    code, out, _ = run("rollback", "--json", *data)  # nothing patched is left: nothing to run
+    code, out, _ = run_cli("rollback", "--json", *data)  # nothing patched is left: nothing to run
     assert code == 0 and json.loads(out)["steps"] == []
-    code, out, _ = run("rollback", "--stack", "s", "--switch-release", "--json", *data)  # said explicitly: printed
+    code, out, _ = run_cli("rollback", "--stack", "s", "--switch-release", "--json", *data)  # said explicitly: printed
     assert code == 0
     assert json.loads(out)["steps"][0]["argv"][-2:] == ["flashinfer-python===1.0", "sglang===0.5.9"]
 
@@ -264,7 +255,7 @@ def default_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _install_run(dist: Path, python: str) -> tuple[int, dict[str, Any], str]:
     from helpers import OVERLAY
 
-    code, out, err = run("install", "--run", "--json", "--python", python, "--dist-dir", str(dist),
+    code, out, err = run_cli("install", "--run", "--json", "--python", python, "--dist-dir", str(dist),
                          "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     return code, json.loads(out), err
 
@@ -317,7 +308,7 @@ def test_the_printed_sequence_says_how_to_verify(default_dist: Path, tmp_path: P
     dist and refuses an edited one."""
     from helpers import OVERLAY, edited_wheel
 
-    code, out, _ = run("install", "--json", "--dist-dir", str(default_dist), "--patches-dir", str(PATCHES),
+    code, out, _ = run_cli("install", "--json", "--dist-dir", str(default_dist), "--patches-dir", str(PATCHES),
                        "--overlay-dir", str(OVERLAY))
     check = json.loads(out)["verify"]
     assert code == 0 and check["argv"][3] == "verify"
@@ -389,7 +380,7 @@ def test_the_default_stack_resolves_in_a_fresh_venv_and_the_patched_wheels_keep_
     # Python 3.11's own pip (23.2) resolves this tree in 140 s of CPU, pip 26 in 58 s (2026-12-03, this
     # test alone); both reach the pins asserted below. The test takes the newest.
     python = fresh_venv(tmp_path / "serving", newest_pip=True)
-    code, out, _ = run("install", "--python", python, "--dist-dir", str(dist), "--patches-dir", str(PATCHES), "--json")
+    code, out, _ = run_cli("install", "--python", python, "--dist-dir", str(dist), "--patches-dir", str(PATCHES), "--json")
     steps = [s["argv"] for s in json.loads(out)["steps"]]  # upstream, flashinfer-cubin, the patched wheels, check
     first, second = steps[0], next(argv for argv in steps if "--find-links" in argv)
     report = tmp_path / "report.json"
@@ -435,7 +426,7 @@ def load_upstream_local(target: Target) -> str:
 def test_a_stack_that_ships_sglang_unpatched_resolves_with_uv(tmp_path: Path) -> None:
     venv = tmp_path / "serving"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    code, out, _ = run("install", "--uv", "--python", str(venv / "bin" / "python"), "--stack", "sglang-0.5.19",
+    code, out, _ = run_cli("install", "--uv", "--python", str(venv / "bin" / "python"), "--stack", "sglang-0.5.19",
                        "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     first = json.loads(out)["steps"][0]["argv"]
     assert first[:5] == ["uv", "pip", "install", "--python", str(venv / "bin" / "python")]
@@ -449,14 +440,14 @@ def test_a_stack_that_ships_sglang_unpatched_resolves_with_uv(tmp_path: Path) ->
 def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) -> None:
     local = load_upstream(PATCHES, Target("flashinfer-python", "0.6.8.post1")).local_version
     (tmp_path / f"flashinfer_jit_cache-{local}.cu130.sm120-py3-none-manylinux_2_28_x86_64.whl").write_bytes(b"")
-    code, out, _ = run("install", "--gpu", "sm120", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    code, out, _ = run_cli("install", "--gpu", "sm120", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     assert code == 0
     shells = [s["shell"] for s in json.loads(out)["steps"]]
     assert shells[-2] == (f"pip install --no-deps --no-index --find-links {tmp_path} "
                           f"flashinfer-jit-cache=={local}.cu130.sm120")
     assert shells[-1] == "pip check"
     # another family's cache is not this one's: printed without it, and --run refuses
-    code, out, err = run("install", "--gpu", "sm90", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
+    code, out, err = run_cli("install", "--gpu", "sm90", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     assert code == 0 and "holds no JIT cache of sglang-0.5.11 for sm90" in err
     assert not any("flashinfer-jit-cache" in s["shell"] for s in json.loads(out)["steps"])
 
@@ -485,7 +476,7 @@ def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default
     python = fresh_venv(tmp_path / "serving", pip=False)
     from helpers import OVERLAY
 
-    code, out_text, err = run("install", "--run", "--json", "--gpu", "sm120", "--python", python, "--dist-dir",
+    code, out_text, err = run_cli("install", "--run", "--json", "--gpu", "sm120", "--python", python, "--dist-dir",
                               str(dist), "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     error = json.loads(out_text)["error"]
     if data == b"\x7fELF as built":

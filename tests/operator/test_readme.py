@@ -9,8 +9,6 @@ fleet's server a `python -m http.server` on the loopback address.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import shlex
@@ -20,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cache_dir, write_wheel
+from helpers import ROOT, cache_dir, run_cli, write_wheel
 from test_index import clean_env, http_server
 
-from nvfp4_overlay import cli
 from nvfp4_overlay.cli.parser import parser
 
 README = ROOT / "README.md"
@@ -41,13 +38,6 @@ def blocks(text: str) -> list[list[str]]:
         prompts = [line[2:] for line in lines if line.startswith("$ ")]
         out.append(prompts or lines)
     return out
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
-    return code, out.getvalue(), err.getvalue()
 
 
 class World:
@@ -91,7 +81,7 @@ def make_line(world: World, argv: list[str]) -> str:
     if target in ("wheels", "index"):
         assert recipe[1] == "build_wheels.py", recipe
         extra = ["--offline", "--cache-dir", str(cache_dir())] if target == "wheels" else []
-        code, out, err = run_cli([*recipe[2:], "--dist-dir", str(world.dist), *extra])
+        code, out, err = run_cli(*recipe[2:], "--dist-dir", str(world.dist), *extra)
         assert code == 0, err
         return out
     assert target == "test" and recipe[1:3] == ["-m", "pytest"], recipe  # not run from inside itself
@@ -109,7 +99,7 @@ def cli_line(world: World, argv: list[str]) -> str:
         args += ["--dist-dir", str(world.dist)]
     if command == "build":
         args += ["--offline", "--cache-dir", str(cache_dir())]
-    code, out, err = run_cli(args)
+    code, out, err = run_cli(*args)
     expected = 1 if command == "doctor" else 0  # no patched stack there: doctor says what is wrong, and the fix
     assert code == expected, (args, err)
     if command == "doctor":

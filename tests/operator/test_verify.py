@@ -8,15 +8,13 @@ the build writes, with the pinned upstream wheel in the cache (the wheel planned
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir, edited_wheel
+from helpers import OVERLAY, PATCHES, cache_dir, edited_wheel, run_cli
 
 from nvfp4_overlay import cli
 
@@ -32,10 +30,8 @@ EDITS = {  # member -> the kind verify names
 
 
 def verify(*args: str) -> tuple[int, dict[str, Any], str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(["verify", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), *args])
-    return code, json.loads(out.getvalue()), err.getvalue()
+    code, out, err = run_cli("verify", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), *args)
+    return code, json.loads(out), err
 
 
 @pytest.fixture(scope="module")

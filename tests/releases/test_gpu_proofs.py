@@ -1,8 +1,10 @@
 """The GPU proofs (proofs/gpu/) run on an H200 only; here, on the CPU: each imports and answers --help,
-takes the probes' tables rather than a copy, and the shared driver's child protocol works."""
+takes the probes' tables and the shared driver rather than a copy, the driver's child protocol works, and
+a committed result's verdict is what the proof computes from it."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,11 @@ import pytest
 from helpers import ROOT
 
 PROOFS = ROOT / "proofs" / "gpu"
-SCRIPTS = ["fp4_quantize.py", "entry_points.py", "serving.py", "cuda_versions.py"]
+SCRIPTS = ["fp4_quantize.py", "entry_points.py", "serving.py", "cuda_versions.py", "fp8_blockscale.py"]
+# What proofs/gpu/driver.py does, as a proof would write it again: starting itself as a child, reading the
+# child's marked line, answering as the child, choosing the dependency wheels.
+COPIES = ["[sys.executable, __file__", ".startswith(MARK)", "print(MARK + json.dumps(result), flush=True)",
+          '(args.wheels / "deps").glob(']
 sys.path.insert(0, str(PROOFS))
 
 import driver  # noqa: E402
@@ -37,7 +43,7 @@ def test_the_fp4_proof_runs_the_probes_layouts() -> None:
 def test_no_proof_copies_the_driver_or_the_ninja_reader() -> None:
     for script in SCRIPTS:
         text = (PROOFS / script).read_text()
-        assert "subprocess.run([sys.executable, __file__" not in text, script
+        assert [copy for copy in COPIES if copy in text] == [], script
         assert "def _ninja_variable" not in text and "LAYOUTS = [\n" not in text, script
 
 
@@ -51,6 +57,42 @@ def test_the_driver_reads_the_childs_last_marked_line(tmp_path: Path) -> None:
     script.write_text("import time\nprint('started', flush=True)\ntime.sleep(30)\n")
     crashed = driver.run_child(str(script), [], {}, 1, "@@M@@").or_crash(" (a note)")
     assert crashed["crash"].startswith("timed out after 1 s (a note): started")
+
+
+def test_a_child_past_its_time_gives_what_it_marked_so_far(tmp_path: Path) -> None:
+    """fp8_blockscale's children mark their result after each call: past the time, that much, with a note
+    (or_crash, the other proofs', takes none of it); a line cut short is passed over."""
+    script = tmp_path / "child.py"
+    script.write_text("import time\nprint('@@M@@{\"calls\": 1}', flush=True)\nprint('@@M@@{\"ca', flush=True)\n"
+                      "time.sleep(30)\n")
+    child = driver.run_child(str(script), [], {}, 2, "@@M@@")
+    assert child.so_far() == {"calls": 1, "note": "timed out after 2 s"}
+    assert child.or_crash()["crash"].startswith("timed out after 2 s: @@M@@")
+    script.write_text("import time\ntime.sleep(30)\n")
+    assert driver.run_child(str(script), [], {}, 1, "@@M@@").so_far() == {"crash": "timed out after 1 s"}
+
+
+def test_a_child_answers_its_result_or_its_crash_on_one_marked_line(tmp_path: Path) -> None:
+    script = tmp_path / "child.py"
+    script.write_text(f"import sys\nsys.path.insert(0, {str(PROOFS)!r})\nimport driver\n"
+                      "driver.answer_as_child(lambda: {'n': int(sys.argv[1])}, '@@M@@')\n")
+    assert driver.run_child(str(script), ["3"], {}, 60, "@@M@@").or_crash() == {"n": 3}
+    crashed = driver.run_child(str(script), ["x"], {}, 60, "@@M@@")
+    assert crashed.returncode == 0 and "ValueError: invalid literal for int()" in crashed.or_crash()["crash"]
+
+
+def test_the_fp8_proof_s_committed_verdict_is_its_result_s(tmp_path: Path) -> None:
+    """proofs/gpu/results/gpu_fp8_blockscale_proof.json read as the proof reads it (--verdict, on a copy):
+    the verdict recomputed from its calls is the committed one."""
+    committed = PROOFS / "results" / "gpu_fp8_blockscale_proof.json"
+    copy = tmp_path / committed.name
+    copy.write_text(committed.read_text())
+    done = subprocess.run([sys.executable, str(PROOFS / "fp8_blockscale.py"), "--verdict", str(copy)],
+                          capture_output=True, text=True, check=False, cwd="/")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(copy.read_text())
+    assert result["verdict"] == json.loads(committed.read_text())["verdict"]
+    assert result["verdict"]["calls"] == 12 and result["verdict"]["compiled_one_op"] is True
 
 
 @pytest.mark.torch

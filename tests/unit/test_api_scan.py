@@ -1,23 +1,16 @@
-"""The fast serving-API scan (api_graph, a statement at a time) against its slow reference (a full parse).
+"""The fast serving-API scan (api_graph, a statement at a time) against its slow reference (a full parse),
+on the layouts Python allows.
 
 tests/api_scan_reference.py parses every module of a release and walks every def; the scan reads
-what can matter only. They must find the same public functions, reaching the same loaders, on the
-layouts Python allows (below) and on real releases (0.6.1 and 0.6.8.post1 on every run, every carried
-release with NVFP4_OVERLAY_FULL=1). The chains they name may differ (each names one of several), so
-each chain of the scan is held to the reference's own call graph, step by step.
-"""
+what can matter only. They must find the same public functions, reaching the same loaders. The chains
+they name may differ (each names one of several), so each chain of the scan is held to the
+reference's own call graph, step by step. On real releases: tests/releases/test_api_scan_releases.py."""
 
 from __future__ import annotations
 
-import ast
-import zipfile
-from typing import Any
-
 import api_scan_reference as reference
-import pytest
-from helpers import FULL, PATCHES, cache_dir, fetch_upstream, flashinfer_releases
 
-from nvfp4_overlay.audit import api_audit, api_graph, api_scan
+from nvfp4_overlay.audit import api_graph, api_scan
 from nvfp4_overlay.audit.api_text import Source
 
 LAYOUTS = {
@@ -114,71 +107,22 @@ def plain(x):
 }
 
 
-def _keys(found: list[Any]) -> dict[str, tuple[str, ...]]:
-    return {f.key: tuple(f.loaders) for f in found}
-
-
 def test_the_scan_finds_what_a_full_parse_finds_on_every_layout() -> None:
     fast, slow = api_graph.reaching(LAYOUTS), reference.reaching(LAYOUTS)
-    assert _keys(fast) == _keys(slow)
+    assert reference.keys(fast) == reference.keys(slow)
     q = "flashinfer.quant."
     for name in ("in_block", "through_alias", "through_reexported_module", "long_body", "Runner", "continued",
                  "by_getattr", "public_alias", "broken_layout"):
-        assert q + name in _keys(fast), name
+        assert q + name in reference.keys(fast), name
     for name in ("not_a_function", "template_def", "decorated", "Quiet", "plain"):
-        assert q + name not in _keys(fast), name  # in strings, a decorator, or naming nothing that reaches
-    assert _keys(fast)[q + "Runner"] == ("cubin",)
-
-
-def _chains_hold(found: list[Any], files: dict[str, str]) -> None:
-    """Each step of each chain the scan names is a reference the full parse finds."""
-    release = reference._Release(files)
-    for fn in found:
-        for caller, callee in zip(fn.via, fn.via[1:]):
-            module, _, name = caller.rpartition(".")
-            info = release.module(module)
-            assert info is not None and name in info.defs, (fn.key, caller)
-            refs = {r if isinstance(r, str) else f"{r[0]}.{r[1]}"
-                    for r in reference._references(release, info, info.defs[name])}
-            assert callee in refs, (fn.key, caller, callee)
+        assert q + name not in reference.keys(fast), name  # in strings, a decorator, or naming nothing that reaches
+    assert reference.keys(fast)[q + "Runner"] == ("cubin",)
 
 
 def test_the_chains_are_calls() -> None:
     found = api_graph.reaching(LAYOUTS)
-    _chains_hold(found, LAYOUTS)
+    reference.chains_hold(found, LAYOUTS)
     assert all(f.via[-1] in ("jit", "cubin") for f in found)
-
-
-REAL = flashinfer_releases() if FULL else ["0.6.1", "0.6.8.post1"]
-
-
-def _files(release: str) -> dict[str, str]:
-    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
-    with zipfile.ZipFile(wheel) as zf:
-        return api_audit.scan_wheel_files({n: zf.read(n) for n in zf.namelist() if api_audit.scanned(n)})
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize("release", REAL)
-def test_the_scan_of_a_real_release_is_the_full_parse(release: str) -> None:
-    files = _files(release)
-    fast = api_graph.reaching(files)
-    assert _keys(fast) == _keys(reference.reaching(files))
-    _chains_hold(fast, files)
-
-
-@pytest.mark.upstream
-def test_the_statement_cut_is_pythons() -> None:
-    """Every top-level def, import and block the cut finds parses alone, and the defs are a parse's."""
-    for path, text in _files("0.6.1").items():
-        tree = ast.parse(text)
-        chunks = Source(text).chunks()
-        assert [c.name for c in chunks if c.kind == "def"] == [
-            n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))], path
-        for chunk in chunks:
-            if chunk.kind != "other":
-                ast.parse(text[chunk.start:chunk.end])
-        assert "".join(text[c.start:c.end] for c in chunks) == text, path
 
 
 def test_a_def_is_cut_into_its_header_and_statements() -> None:
@@ -199,8 +143,8 @@ def test_a_memo_carries_over_unchanged_modules() -> None:
     changed = {**LAYOUTS, "flashinfer/quant.py": LAYOUTS["flashinfer/quant.py"].replace(
         "def plain(x):\n    return x + 1", "def plain(x):\n    return renamed()")}
     second = api_graph.reaching(changed, memo)
-    assert _keys(second) == _keys(reference.reaching(changed))
-    assert set(_keys(second)) == set(_keys(first)) | {"flashinfer.quant.plain"}
+    assert reference.keys(second) == reference.keys(reference.reaching(changed))
+    assert set(reference.keys(second)) == set(reference.keys(first)) | {"flashinfer.quant.plain"}
 
 
 def _has_word_by_find(text: str, word: str, start: int, end: int, heads: frozenset[str] | None = None,

@@ -15,19 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cli_args
+from helpers import OVERLAY, PATCHES, ROOT, cli_args, run_cli
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.cli.parser import COMMANDS
 
 MOD = "demo/mod.py"
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture
@@ -39,7 +32,7 @@ def layout(project: Callable[..., dict[str, Path]]) -> dict[str, Path]:
 def test_a_bad_source_date_epoch_is_exit_2_naming_the_variable(
         layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", value)
-    code, out, err = run("build", "demo==1.0", *cli_args(layout))
+    code, out, err = run_cli("build", "demo==1.0", *cli_args(layout))
     assert code == 2
     assert "SOURCE_DATE_EPOCH" in err and "Traceback" not in err
     assert not layout["dist"].exists()  # nothing written
@@ -52,7 +45,7 @@ def test_a_file_where_a_directory_belongs_is_exit_2_naming_the_option(
     a_file.write_text("x")
     args = cli_args(layout)
     args[args.index(option) + 1] = str(a_file)
-    code, out, err = run("build", "demo==1.0", *args)
+    code, out, err = run_cli("build", "demo==1.0", *args)
     assert code == 2
     assert f"{option} {a_file}: is a file, not a directory" in err
 
@@ -65,21 +58,21 @@ def test_the_cache_variable_that_names_a_file_is_exit_2_naming_it(
     args = [a for a in cli_args(layout)]
     i = args.index("--cache-dir")
     del args[i:i + 2]
-    code, _, err = run("build", *args)
+    code, _, err = run_cli("build", *args)
     assert code == 2
     assert "NVFP4_OVERLAY_CACHE" in err
 
 
 def test_drift_markdown_into_a_missing_directory_fails_before_the_work(layout: dict[str, Path], tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "dir" / "drift.md"
-    code, out, err = run("drift", "--against", "pinned", "--markdown", str(target), *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "pinned", "--markdown", str(target), *cli_args(layout))
     assert code == 2
     assert "does not exist" in err and str(target.parent) in err
     assert out == ""  # refused before any drift ran
 
 
 def test_json_errors_are_data(layout: dict[str, Path]) -> None:
-    code, out, err = run("build", "demo==9.0", "--json", *cli_args(layout))
+    code, out, err = run_cli("build", "demo==9.0", "--json", *cli_args(layout))
     assert code == 2
     error = json.loads(out)["error"]
     assert error["kind"] == "ConfigError" and error["exit_code"] == 2
@@ -88,7 +81,7 @@ def test_json_errors_are_data(layout: dict[str, Path]) -> None:
 
 
 def test_an_unknown_release_names_the_nearest_carried_ones() -> None:
-    code, _, err = run("build", "flashinfer-python==0.6.19", "--patches-dir", str(PATCHES), "--offline")
+    code, _, err = run_cli("build", "flashinfer-python==0.6.19", "--patches-dir", str(PATCHES), "--offline")
     assert code == 2
     assert "the nearest carried: 0.6.18, 0.6.18.post1, 0.7.0" in err  # by version
     assert "'nvfp4-overlay refresh flashinfer-python 0.6.18.post1 0.6.19'" in err  # from the release just below
@@ -109,7 +102,7 @@ def test_help_is_written_for_users_with_examples() -> None:
 
 
 def test_list_sorts_stacks_by_release() -> None:
-    code, out, _ = run("list", "--patches-dir", str(PATCHES))
+    code, out, _ = run_cli("list", "--patches-dir", str(PATCHES))
     assert code == 0
     names = [line.split(":")[0].strip().split()[0] for line in out.split("series:")[0].splitlines()[1:]]
     sglang = [n for n in names if n.startswith("sglang-")]
@@ -148,7 +141,7 @@ def test_every_command_has_its_bad_input_cases() -> None:
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_bad_input_is_exit_2_and_one_json_document(command: str, table: str) -> None:
     argv = (UNKNOWN_OPTION if table == "unknown-option" else MISSING_PATH)[command]
-    code, out, err = run(*argv, "--json")
+    code, out, err = run_cli(*argv, "--json")
     assert code == 2, err
     error = json.loads(out)["error"]  # the whole of stdout is one JSON document
     assert error["exit_code"] == 2 and error["kind"] in {"UsageError", "ConfigError"}
@@ -158,7 +151,7 @@ def test_bad_input_is_exit_2_and_one_json_document(command: str, table: str) -> 
     else:  # what argparse refused (verify and refresh miss their positionals first), not the whole command
         assert error["item"] in error["found"] and not error["item"].startswith("nvfp4-overlay")
     # Without --json nothing goes to stdout.
-    code, out, err = run(*argv)
+    code, out, err = run_cli(*argv)
     assert (code, out) == (2, "")
 
 
@@ -166,7 +159,7 @@ def test_bad_input_is_exit_2_and_one_json_document(command: str, table: str) -> 
                                   ["no-such-command"]], ids=["no-wheel", "missing-positionals", "not-a-number",
                                                               "no-command", "unknown-command"])
 def test_argument_errors_under_json_are_a_document(argv: list[str]) -> None:
-    code, out, err = run(*argv, "--json")
+    code, out, err = run_cli(*argv, "--json")
     assert code == 2
     assert json.loads(out)["error"]["kind"] == "UsageError"
 
@@ -194,7 +187,7 @@ BAD_VALUES = {
 @pytest.mark.parametrize("argv, option", BAD_VALUES.values(), ids=BAD_VALUES.keys())
 def test_a_bad_option_value_is_exit_2_naming_the_option(layout: dict[str, Path], argv: list[str], option: str) -> None:
     extra = cli_args(layout) if argv[0] in ("build", "refresh") else ["--patches-dir", str(layout["patches"])]
-    code, out, err = run(*argv, *extra, "--json")
+    code, out, err = run_cli(*argv, *extra, "--json")
     assert code == 2, err
     error = json.loads(out)["error"]
     assert error["item"] == option and f"argument {option}:" in error["message"]
@@ -210,7 +203,7 @@ def test_a_file_given_for_a_directory_or_the_reverse_is_exit_2(argv: list[str], 
     """A README given to verify is a bad argument (exit 2), not a wheel that fails its hashes (exit 3); a file
     where index writes its directory is refused, not replaced; a --markdown directory is refused before drift runs."""
     before = (PATCHES / "stacks.toml").read_bytes()
-    code, out, err = run(*argv, "--patches-dir", str(PATCHES), "--json")
+    code, out, err = run_cli(*argv, "--patches-dir", str(PATCHES), "--json")
     assert code == 2, err
     assert expected in json.loads(out)["error"]["message"]
     assert (PATCHES / "stacks.toml").read_bytes() == before
@@ -219,7 +212,7 @@ def test_a_file_given_for_a_directory_or_the_reverse_is_exit_2(argv: list[str], 
 @pytest.mark.parametrize("target", ["demo=1.0", "==1.0", "demo==abc", "demo==1.0==2"],
                          ids=["one-equals", "no-dist", "version-words", "two-versions"])
 def test_a_target_that_is_no_dist_and_version_is_exit_2_naming_it(layout: dict[str, Path], target: str) -> None:
-    code, out, err = run("build", target, *cli_args(layout), "--json")
+    code, out, err = run_cli("build", target, *cli_args(layout), "--json")
     assert code == 2, err
     error = json.loads(out)["error"]
     assert error["item"] == target and error["expected"] == "DIST==VERSION"
@@ -228,7 +221,7 @@ def test_a_target_that_is_no_dist_and_version_is_exit_2_naming_it(layout: dict[s
 
 def test_a_source_date_epoch_past_zip_dates_is_exit_2(layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "99999999999999999999")
-    code, out, err = run("build", "demo==1.0", *cli_args(layout))
+    code, out, err = run_cli("build", "demo==1.0", *cli_args(layout))
     assert code == 2 and "SOURCE_DATE_EPOCH" in err and "Traceback" not in err
     assert not layout["dist"].exists()
 
@@ -297,7 +290,7 @@ def test_a_broken_pipe_outside_the_cli_s_own_writes_is_not_called_done(monkeypat
         raise BrokenPipeError(32, "Broken pipe")
 
     monkeypatch.setattr(listing, "cmd_list", relayed)
-    code, out, err = run("list", "--patches-dir", str(PATCHES))
+    code, out, err = run_cli("list", "--patches-dir", str(PATCHES))
     assert (code, out, err) == (1, "", "")
 
 
@@ -308,7 +301,7 @@ def test_ctrl_c_is_exit_130_and_under_json_a_document(monkeypatch: pytest.Monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr(listing, "cmd_list", interrupted)
-    code, out, err = run("list", "--json", "--patches-dir", str(PATCHES))
+    code, out, err = run_cli("list", "--json", "--patches-dir", str(PATCHES))
     assert code == 130
     error = json.loads(out)["error"]
     assert (error["kind"], error["exit_code"]) == ("Interrupted", 130) and "Ctrl-C" in error["message"]
@@ -341,7 +334,7 @@ def test_a_module_this_interpreter_lacks_is_exit_2_naming_it(monkeypatch: pytest
         raise ModuleNotFoundError("No module named 'unidiff'", name="unidiff")
 
     monkeypatch.setattr(listing, "cmd_list", lacking)
-    code, out, err = run("list", "--json", "--patches-dir", str(PATCHES))
+    code, out, err = run_cli("list", "--json", "--patches-dir", str(PATCHES))
     assert code == 2
     error = json.loads(out)["error"]
     assert error["item"] == "unidiff" and error["fix"] == "make wheels" and "Traceback" not in err
@@ -353,7 +346,7 @@ def test_a_probe_that_times_out_is_not_called_a_broken_interpreter(tmp_path: Pat
     python = tmp_path / "python"
     python.write_text("#!/bin/sh\nexec sleep 60\n")
     python.chmod(0o755)
-    code, out, err = run("doctor", "--python", str(python), "--no-trace", "--trace-timeout", "0.5", "--json",
+    code, out, err = run_cli("doctor", "--python", str(python), "--no-trace", "--trace-timeout", "0.5", "--json",
                          "--patches-dir", str(PATCHES))
     assert code == 1, err
     error = json.loads(out)["error"]
@@ -363,7 +356,7 @@ def test_a_probe_that_times_out_is_not_called_a_broken_interpreter(tmp_path: Pat
 
 
 def test_a_wheel_missing_offline_is_exit_2_naming_the_cache_and_the_command_that_fills_it(tmp_path: Path) -> None:
-    code, out, err = run("build", "flashinfer-python==0.6.1", "--patches-dir", str(PATCHES), "--offline",
+    code, out, err = run_cli("build", "flashinfer-python==0.6.1", "--patches-dir", str(PATCHES), "--offline",
                          "--cache-dir", str(tmp_path / "empty"), "--dist-dir", str(tmp_path / "dist"), "--json")
     assert code == 2
     error = json.loads(out)["error"]
@@ -374,7 +367,7 @@ def test_a_wheel_missing_offline_is_exit_2_naming_the_cache_and_the_command_that
 
 
 def test_a_distribution_name_that_is_not_carried_suggests_the_one_meant() -> None:
-    code, out, err = run("build", "flashinfer==0.7.4", "--patches-dir", str(PATCHES), "--offline", "--json")
+    code, out, err = run_cli("build", "flashinfer==0.7.4", "--patches-dir", str(PATCHES), "--offline", "--json")
     assert code == 2
     error = json.loads(out)["error"]
     assert "did you mean flashinfer-python==0.7.4?" in error["message"]
@@ -382,13 +375,13 @@ def test_a_distribution_name_that_is_not_carried_suggests_the_one_meant() -> Non
 
 
 def test_an_unknown_stack_lists_the_stacks_by_release() -> None:
-    code, _, err = run("build", "--stack", "sglang-9", "--patches-dir", str(PATCHES), "--offline")
+    code, _, err = run_cli("build", "--stack", "sglang-9", "--patches-dir", str(PATCHES), "--offline")
     assert code == 2
     known = err.split("known stacks: ")[1].split(" (or 'all')")[0].split(", ")  # build also takes all
     sglang = [s for s in known if s.startswith("sglang-")]
     assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
     assert sglang[-1] == "sglang-0.5.23"
-    code, _, err = run("install", "--stack", "all", "--patches-dir", str(PATCHES))
+    code, _, err = run_cli("install", "--stack", "all", "--patches-dir", str(PATCHES))
     assert code == 2 and "(or 'all')" not in err  # install takes one stack
 
 
@@ -402,7 +395,7 @@ def test_a_sample_of_errors_carries_its_data_under_json(layout: dict[str, Path],
         "bad toml": (["list", "--patches-dir", str(_bad_toml(tmp_path))], {"expected": "TOML"}),
     }
     for name, (argv, expected) in cases.items():
-        code, out, _ = run(*argv, "--json")
+        code, out, _ = run_cli(*argv, "--json")
         error = json.loads(out)["error"]
         assert code == 2, name
         assert {k: error.get(k) for k in expected} == expected, name
@@ -421,13 +414,13 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     from nvfp4_overlay.audit import sglang_audit
     from nvfp4_overlay.oracle import sglang_releases
 
-    code, out, _ = run("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert code == 0
     remaining = json.loads(out)["remaining_raw"]
     expected = sglang_releases.remaining_by_stack(PATCHES, sglang_audit.read_routes(OVERLAY / "flashinfer-python"))
     assert remaining == json.loads(json.dumps(expected))
     assert sorted(remaining) == sorted(s for s in json.loads(out)["stacks"] if s.startswith("sglang-"))
-    code, text, _ = run("list", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    code, text, _ = run_cli("list", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert text.count("SGLang's compiled regions, raw FlashInfer or SGLang code left:") == len(remaining)
     lines = text.splitlines()
     for stack, regions in remaining.items():
@@ -453,7 +446,7 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
     from nvfp4_overlay.operate import doctor
     from nvfp4_overlay.operate.installed import Finding
 
-    code, out, _ = run("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
+    code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert code == 0
     remaining = json.loads(out)["remaining_raw"]
     for version in CARRIED_INKLING:
@@ -478,7 +471,7 @@ def test_a_probe_that_stops_after_its_first_answer_is_exit_1_not_a_traceback(tmp
     python = tmp_path / "python"
     python.write_text('#!/bin/sh\necho \'{"python": {"version": "3.12.0"}}\'\necho "MemoryError" >&2\nexit 5\n')
     python.chmod(0o755)
-    code, out, err = run("doctor", "--python", str(python), "--no-trace", "--json", "--patches-dir", str(PATCHES))
+    code, out, err = run_cli("doctor", "--python", str(python), "--no-trace", "--json", "--patches-dir", str(PATCHES))
     assert code == 1, err
     error = json.loads(out)["error"]
     assert "the probe exited 5: MemoryError" in error["message"] and "not installed" not in error["message"]

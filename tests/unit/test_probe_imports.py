@@ -1,6 +1,7 @@
 """probes/ imports point one way: no module imports, at any depth and at any level (a function's
 import included), a module that imports it; each shared piece (the faked GPU, describe(), a case row
-and its input makers) is defined once."""
+and its input makers, the stubs' Placeholder, a probe's standard streams) is defined once, in any folder
+of probes/."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def _imports(path: Path) -> set[str]:
         if id(node) in skipped:
             continue
         if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "nvfp4_overlay.probes":
+            if node.module == "nvfp4_overlay.probes" or (
+                    node.module.startswith("nvfp4_overlay.probes.")
+                    and (PROBES / node.module.rsplit(".", 1)[1]).is_dir()):  # a folder's modules, by name
                 found |= {a.name for a in node.names}
             elif node.module.startswith("nvfp4_overlay.probes."):
                 found.add(node.module.rsplit(".", 1)[1])
@@ -32,7 +35,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_import_circle_in_probes() -> None:
-    graph = {p.stem: _imports(p) for p in PROBES.glob("*.py")}
+    graph = {p.stem: _imports(p) for p in PROBES.rglob("*.py")}
     circles = []
 
     def visit(module: str, path: list[str]) -> None:
@@ -48,9 +51,11 @@ def test_no_import_circle_in_probes() -> None:
 
 
 def test_each_shared_piece_is_defined_once() -> None:
+    defined: dict[str, list[str]] = {}
+    for path in PROBES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                defined.setdefault(node.name, []).append(path.name)
     for name in ("fake_capability", "describe", "Row", "bf16", "u8", "with_scale", "kernel_of", "_x", "_u8",
-                 "_with_scale"):
-        defined = [p.name for p in PROBES.glob("*.py")
-                   for n in ast.walk(ast.parse(p.read_text()))
-                   if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name]
-        assert len(defined) <= 1, (name, defined)
+                 "_with_scale", "Placeholder", "prints_to_stderr", "answer"):
+        assert len(defined.get(name, [])) <= 1, (name, defined[name])

@@ -18,36 +18,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.recording import describe
+from nvfp4_overlay.probes.flashinfer.recording import Placeholder, describe
 
 BACKEND_VERSION = 91600
 FRONTEND_VERSION = "1.16.0"
 
 
-class Placeholder:
+class CudnnPlaceholder(Placeholder):
     """What the frontend answers for a name, a value or a call it is not asked a number of."""
 
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Placeholder(f"{self._name}.{name}")
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self if self._name.rsplit(".", 1)[-1].startswith("set_") else Placeholder(f"{self._name}()")
+        return self if self._name.rsplit(".", 1)[-1].startswith("set_") else CudnnPlaceholder(f"{self._name}()")
 
     def __repr__(self) -> str:
         return f"<cudnn {self._name}>"
 
 
-class Graph(Placeholder):
+class Graph(CudnnPlaceholder):
     """A cuDNN graph: built as FlashInfer asks, executed by recording the call."""
 
     def __init__(self, box: Any) -> None:
         super().__init__("graph")
         self._box = box
+
+    def _placeholder(self, name: str) -> Any:
+        return CudnnPlaceholder(name)  # a graph's builder methods (tensor, matmul, ...) answer placeholders
 
     def get_workspace_size(self) -> int:
         return 0
@@ -79,7 +74,7 @@ def module(box: Any) -> types.ModuleType:
     def getattr_(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return Placeholder(name)
+        return CudnnPlaceholder(name)
 
     cudnn.backend_version = lambda: BACKEND_VERSION  # type: ignore[attr-defined]
     cudnn.create_handle = lambda *a, **k: 1  # type: ignore[attr-defined]

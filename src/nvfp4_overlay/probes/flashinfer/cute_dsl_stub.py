@@ -28,7 +28,7 @@ import sys
 import types
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.recording import kernel_of
+from nvfp4_overlay.probes.flashinfer.recording import Placeholder, kernel_of
 
 PACKAGE = "cutlass"
 # What the DSL brings along that FlashInfer's CuTe kernels import too: CUDA Python's bindings, cuTile
@@ -36,24 +36,16 @@ PACKAGE = "cutlass"
 ALONG = ("cuda",)
 
 
-class Placeholder:
+class DslPlaceholder(Placeholder):
     """A name of the DSL, or the value of a call of one."""
 
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return Placeholder(f"{self._name}.{name}")
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], Placeholder):
+        if len(args) == 1 and not kwargs and callable(args[0]) and not isinstance(args[0], DslPlaceholder):
             return args[0]  # a decorator: @cute.jit, @cute.kernel, @dsl_user_op
-        return Placeholder(f"{self._name}()")
+        return DslPlaceholder(f"{self._name}()")
 
     def __getitem__(self, key: Any) -> Any:
-        return Placeholder(f"{self._name}[]")
+        return DslPlaceholder(f"{self._name}[]")
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         return (object,)  # class Kernel(cutlass.SomeBase): a plain class here
@@ -73,7 +65,7 @@ class Placeholder:
         return f"<cute-dsl {self._name}>"
 
     def _operand(self, *args: Any) -> Any:
-        return Placeholder(f"({self._name} op)")
+        return DslPlaceholder(f"({self._name} op)")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _operand
     __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _operand
@@ -87,7 +79,7 @@ class StandIn(types.ModuleType):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return Placeholder(f"{self.__name__}.{name}")
+        return DslPlaceholder(f"{self.__name__}.{name}")
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):

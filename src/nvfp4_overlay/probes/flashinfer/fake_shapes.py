@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import forking
+from nvfp4_overlay.probes import forking, stdio
 from nvfp4_overlay.probes.flashinfer import cases as case_table
 from nvfp4_overlay.probes.flashinfer import flashinfer_trace, recording, serving_stubs
 from nvfp4_overlay.probes.toolkit import make_toolkit
@@ -38,11 +38,8 @@ RANKS = (1, 2, 3, 4)
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
     """{tree key: its shapes}, each tree in a child of its own."""
-    out, sys.stdout = sys.stdout, sys.stderr
-    try:
+    with stdio.prints_to_stderr():
         return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
-    finally:
-        sys.stdout = out
 
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import sys
@@ -45,7 +44,7 @@ from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import forking, io_audit
+from nvfp4_overlay.probes import forking, io_audit, stdio
 from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.flashinfer import cases as case_table
 from nvfp4_overlay.probes.flashinfer import serving_stubs
@@ -57,17 +56,10 @@ OP_PREFIX = "nvfp4_overlay.flashinfer_"
 HOST_FLOAT = ["tensor", [], [], "torch.float64", "cpu"]
 
 
-def main() -> None:
-    json.dump(run(json.load(sys.stdin)), sys.stdout)
-
-
 def run(plan: dict[str, Any]) -> dict[str, Any]:
     """{tree key: its ladder}, each tree in a child of its own (probes/serve.py calls this too)."""
-    out, sys.stdout = sys.stdout, sys.stderr  # what upstream prints (0.6.8.post1's cuDNN handle) is no result
-    try:
+    with stdio.prints_to_stderr():
         return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
-    finally:
-        sys.stdout = out
 
 
 class Box(io_audit.Phased):
@@ -483,4 +475,4 @@ def _flatten(value: Any) -> list[Any]:
 
 
 if __name__ == "__main__":
-    main()
+    stdio.answer(run)

@@ -12,29 +12,18 @@ path there is none.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
 
 import torch
 
-from nvfp4_overlay.probes import io_audit
+from nvfp4_overlay.probes import io_audit, stdio
 from nvfp4_overlay.probes.flashinfer import cases as case_table
 
 
 class Loaded(Exception):
     """Raised after the module loaded when no GPU runs the kernel (a CPU machine)."""
-
-
-def main() -> None:
-    plan = json.load(sys.stdin)
-    out, sys.stdout = sys.stdout, sys.stderr
-    try:
-        result = run(plan)
-    finally:
-        sys.stdout = out
-    json.dump(result, sys.stdout)
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
@@ -117,4 +106,4 @@ def _watch(jit_core: Any, loads: list[dict[str, Any]], *, stop: bool) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    stdio.answer(run)

@@ -38,22 +38,13 @@ from typing import Any
 
 import torch
 
+from nvfp4_overlay.probes import stdio
 from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.flashinfer import cases as case_table
 from nvfp4_overlay.probes.flashinfer import serving_stubs
 from nvfp4_overlay.probes.flashinfer.flashinfer_trace import Box
 
 HEARTBEAT_S = 30.0
-
-
-def main() -> None:
-    plan = json.load(sys.stdin)
-    out, sys.stdout = sys.stdout, sys.stderr  # what upstream prints is no result
-    try:
-        result = run(plan)
-    finally:
-        sys.stdout = out
-    json.dump(result, sys.stdout)
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
@@ -288,4 +279,4 @@ def _heartbeat(name: str, started: float) -> Any:
 
 
 if __name__ == "__main__":
-    main()
+    stdio.answer(run)

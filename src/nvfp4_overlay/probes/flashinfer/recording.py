@@ -1,5 +1,6 @@
 """What the probes' recording stand-ins share: describe() of a value (a tensor's shape, strides, dtype and
-device; anything else by repr), and a kernel that records its call and answers (Answer)."""
+device; anything else by repr), a kernel that records its call and answers (Answer), and the placeholder
+a stood-in library (cudnn_stub, cute_dsl_stub) answers a name with."""
 
 from __future__ import annotations
 
@@ -43,6 +44,24 @@ class Answer:
 
     def __bool__(self) -> bool:
         return True
+
+
+class Placeholder:
+    """A name of a stood-in library, or the value of a call of one: any further name is another of its kind.
+
+    Each stub says what a call of one gives (cudnn_stub.CudnnPlaceholder, cute_dsl_stub.DslPlaceholder)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._placeholder(f"{self._name}.{name}")
+
+    def _placeholder(self, name: str) -> Any:
+        """Another placeholder of the same library."""
+        return type(self)(name)
 
 
 def kernel_of(box: Any, name: str) -> Any:

@@ -1,8 +1,9 @@
-"""drift and refresh: small upstream releases built in the test, one per hunk state, and the real ones."""
+"""drift and refresh on small upstream releases built in the test: one per hunk state, the command's
+outputs and exit codes, a release shipped unpatched by design, refresh's ports and refusals. On the
+real releases (make drift green, the committed series regenerated): tests/carrying/test_committed_series.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import difflib
 import hashlib
@@ -15,15 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, build_one, cache_dir, cli_args, write_wheel
+from helpers import cli_args, run_cli, write_wheel
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from nvfp4_overlay import cli
 from nvfp4_overlay.carry.drift import PatchDrift, State, drift_series
 from nvfp4_overlay.patch.manifest import Target, load_upstream
 from nvfp4_overlay.patch.patching import apply_series, read_series
-from nvfp4_overlay.wheel import fetch
 
 BASE = "".join(f"line {i:02d}\n" for i in range(1, 41))
 MOD, OTHER = "demo/mod.py", "demo/other.py"
@@ -179,16 +178,6 @@ def drift_on(layout: dict[str, Path], version: str) -> list[PatchDrift]:
     )
 
 
-def run(*argv: str) -> tuple[int, str, str, Any]:
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(list(argv))
-    return code, out.getvalue(), err.getvalue(), None
-
-
 # --- each state, from the pure classifier ----------------------------------------------------------
 
 
@@ -296,7 +285,7 @@ def test_drift_never_calls_a_route_onto_another_function_a_merge(tmp_path: Path)
 
 def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path: Path) -> None:
     md = tmp_path / "report.md"
-    code, out, err, _ = run("drift", "--against", "all", "--markdown", str(md), "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "all", "--markdown", str(md), "--json", *cli_args(layout))
     assert code == 1, err
     doc = json.loads(out)
     cells = {c["release"]: c for c in doc["cells"]}
@@ -323,19 +312,19 @@ def test_drift_all_json_markdown_and_exit_code(layout: dict[str, Path], tmp_path
 
 
 def test_drift_pinned_is_clean_and_the_table_reads(layout: dict[str, Path]) -> None:
-    code, out, err, _ = run("drift", "--against", "pinned", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "pinned", *cli_args(layout))
     assert code == 0, err
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "exact"]
     assert "no patch needs a person" in out
-    code, out, _, _ = run("drift", "--against", "1.2", "1.3", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--against", "1.2", "1.3", *cli_args(layout))
     assert code == 1
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "merges", "CONFLICT"]
-    code, out, _, _ = run("drift", "--against", "1.1", "1.2", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--against", "1.1", "1.2", *cli_args(layout))
     assert code == 0  # what refresh ports unattended needs no person
 
 
 def test_drift_says_how_each_hunk_is_placed_in_json_text_and_markdown(layout: dict[str, Path], tmp_path: Path) -> None:
-    code, out, err, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "1.1", "1.2", "1.6", "--json", *cli_args(layout))
     assert code == 0, err
     cells = {c["release"]: c["patches"][0]["hunks"] for c in json.loads(out)["cells"]}
     assert {v: [(h["placed"], h["moved_from"]) for h in hunks] for v, hunks in cells.items()} == {
@@ -344,7 +333,7 @@ def test_drift_says_how_each_hunk_is_placed_in_json_text_and_markdown(layout: di
         "1.6": [("merge3", "demo/mod.py"), ("merge3", "demo/mod.py")],
     }
     md = tmp_path / "drift.md"
-    code, out, _, _ = run("drift", "--against", "1.1", "1.2", "1.6", "--markdown", str(md), *cli_args(layout))
+    code, out, _ = run_cli("drift", "--against", "1.1", "1.2", "1.6", "--markdown", str(md), *cli_args(layout))
     runs = ["demo/mod.py hunk 1: offset 1.1, merge3 1.2, merge3 into demo/sub/mod.py 1.6",
             "demo/mod.py hunk 2: offset 1.1, exact 1.2, merge3 into demo/sub/mod.py 1.6"]
     lines = out.splitlines()
@@ -364,13 +353,13 @@ def test_a_series_against_a_release_that_carries_its_own_is_news_not_a_failure(l
     (own / "series").write_text("# nothing to patch here\n")
     (own / "upstream.toml").write_text(
         f'revision = 1\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}"\n')
-    code, out, err, _ = run("drift", "--against", "pinned", "1.3", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "pinned", "1.3", "--json", *cli_args(layout))
     assert code == 0, err
     doc = json.loads(out)
     assert (doc["cells_needing_a_person"], doc["news"], doc["not_needed"]) == (0, 1, 0)
     assert [(c["series"], c["release"], c["news"]) for c in doc["cells"] if c["state"] == "conflict"] == [
         ("1.0", "1.3", True)]
-    code, out, _, _ = run("drift", "--against", "pinned", "1.3", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--against", "pinned", "1.3", *cli_args(layout))
     assert code == 0
     assert out.splitlines()[-1].startswith("no failure: every series applies to its own release")
     assert [(c["series"], c["release"], c["verdict"]) for c in doc["cells"]] == [
@@ -379,7 +368,7 @@ def test_a_series_against_a_release_that_carries_its_own_is_news_not_a_failure(l
         "news, not a failure: 1 of 3 (series, release) cells do not carry to a release that carries its own series")
     assert "need a person" not in out.splitlines()[-1]
     assert "news at 1.3, not a failure (conflict there)" in out
-    code, out, _, _ = run("drift", "--against", "1.3", "1.9", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--against", "1.3", "1.9", *cli_args(layout))
     assert code == 1
     assert out.splitlines()[-1].startswith("needs a person: 1 of 4 (series, release) cells")
     assert "; news, not a failure: 1 of 4 (series, release) cells do not carry" in out
@@ -424,14 +413,14 @@ def test_a_series_is_not_needed_on_a_release_shipped_unpatched_by_design(tmp_pat
     """1.3 ships unpatched and the region audit leaves nothing raw there: 1.0's conflict on it is "not
     needed there", a state of its own (exit 0), said in words of its own, apart from "needs a person"."""
     layout = sglang_layout(tmp_path, {"1.3": NOTHING_RAW})
-    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "pinned", "1.3", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--dist", "sglang", "--against", "pinned", "1.3", "--json", *cli_args(layout))
     assert code == 0, err
     doc = json.loads(out)
     assert (doc["cells_needing_a_person"], doc["not_needed"], doc["news"]) == (0, 1, 0)
     (cell,) = [c for c in doc["cells"] if c["release"] == "1.3"]
     assert (cell["state"], cell["verdict"]) == ("conflict", "not-needed-there")
     assert cell["by_design"].startswith("stack sglang-1.3 ships it unpatched and the region audit")
-    code, out, _, _ = run("drift", "--dist", "sglang", "--against", "pinned", "1.3", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--dist", "sglang", "--against", "pinned", "1.3", *cli_args(layout))
     assert code == 0
     assert out.splitlines()[1].split() == ["1.0", "0001-two-hunks.patch", "exact", "not-needed"]
     assert "not needed at 1.3, not a failure (conflict there): shipped unpatched by design (below)" in out
@@ -441,7 +430,7 @@ def test_a_series_is_not_needed_on_a_release_shipped_unpatched_by_design(tmp_pat
     assert "not needed there, not a failure: 1 of 2 (series, release) cells do not carry to a release shipped " \
            "unpatched by design (sglang==1.3)" in last
     # --check ports the newest series to newer releases, but not to one shipped unpatched by design
-    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "1.3", "--check", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--dist", "sglang", "--against", "1.3", "--check", "--json", *cli_args(layout))
     assert (code, json.loads(out)["works"]) == (0, {}), err
 
 
@@ -454,12 +443,12 @@ def test_shipped_unpatched_is_by_design_only_where_the_audit_says_nothing_raw_re
     """The decision is the data's: a raw call left in the release's regions, or a release the audit has
     not seen, keeps the series' conflict there a failure, and the log says why."""
     layout = sglang_layout(tmp_path, audit)
-    code, out, err, _ = run("drift", "--dist", "sglang", "--against", "pinned", "1.3", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--dist", "sglang", "--against", "pinned", "1.3", "--json", *cli_args(layout))
     assert code == 1, err
     doc = json.loads(out)
     assert (doc["cells_needing_a_person"], doc["not_needed"]) == (1, 0)
     assert f"sglang==1.3: stack sglang-1.3 ships it unpatched, yet {why}" in err
-    code, out, _, _ = run("drift", "--dist", "sglang", "--against", "pinned", "1.3", *cli_args(layout))
+    code, out, _ = run_cli("drift", "--dist", "sglang", "--against", "pinned", "1.3", *cli_args(layout))
     assert out.splitlines()[-1].startswith("needs a person: 1 of 2 (series, release) cells")
     assert "first needs a person at 1.3 (conflict)" in out
 
@@ -473,7 +462,7 @@ def test_shipped_unpatched_is_by_design_only_where_the_audit_says_nothing_raw_re
     ids=["bad-version", "unknown-dist"],
 )
 def test_drift_bad_arguments_exit_2(layout: dict[str, Path], against: list[str], match: str) -> None:
-    code, _, err, _ = run("drift", "--against", *against, *cli_args(layout))
+    code, _, err = run_cli("drift", "--against", *against, *cli_args(layout))
     assert code == 2
     assert match in err
 
@@ -482,7 +471,7 @@ def test_drift_refuses_a_wheel_whose_pin_does_not_match(layout: dict[str, Path])
     wheel = layout["wheel"]
     with zipfile.ZipFile(wheel, "a") as zf:
         zf.writestr("demo/extra.py", "x = 1\n")
-    code, _, err, _ = run("drift", "--against", "pinned", *cli_args(layout))
+    code, _, err = run_cli("drift", "--against", "pinned", *cli_args(layout))
     assert code == 3
     assert "does not match" in err
 
@@ -492,9 +481,9 @@ def test_an_unpinned_file_that_changes_is_refused(layout: dict[str, Path]) -> No
     cache = layout["cache"] / "wheels"
     cache.mkdir(parents=True)
     shutil.copy(layout["wheelhouse"] / "demo-1.1-py3-none-any.whl", cache)
-    assert run("drift", "--against", "1.1", *args)[0] == 0
+    assert run_cli("drift", "--against", "1.1", *args)[0] == 0
     write_wheel(cache, "demo", "1.1", {MOD: BASE})  # re-published under the same name
-    code, _, err, _ = run("drift", "--against", "1.1", *args)
+    code, _, err = run_cli("drift", "--against", "1.1", *args)
     assert code == 3
     assert "UNPINNED-SHA256SUMS" in err
 
@@ -503,7 +492,7 @@ def test_an_unpinned_file_that_changes_is_refused(layout: dict[str, Path]) -> No
 
 
 def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[str, Path]) -> None:
-    code, out, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
+    code, out, err = run_cli("refresh", "demo", "1.0", "1.1", *cli_args(layout))
     assert code == 0, err
     new = layout["patches"] / "demo" / "1.1"
     upstream = load_upstream(layout["patches"], Target("demo", "1.1"))
@@ -525,14 +514,14 @@ def test_refresh_ports_an_offset_series_that_then_applies_exactly(layout: dict[s
     assert sorted(p.relative_to(layout["overlay"]).as_posix() for p in layout["overlay"].rglob("*.py")) == [
         "demo/demo/_added.py"
     ]
-    code, out, err, _ = run("build", "demo==1.1", *cli_args(layout))
+    code, out, err = run_cli("build", "demo==1.1", *cli_args(layout))
     assert code == 0, err
     assert "demo-1.1+nvfp4.1-py3-none-any.whl" in out
 
 
 def test_refresh_ports_by_three_way_merge_and_regenerates_exact_hunks(layout: dict[str, Path]) -> None:
     """1.2 changed a context line: the hunk applies only with fuzz, merge3 carries it over unattended."""
-    code, out, err, _ = run("refresh", "demo", "1.0", "1.2", *cli_args(layout))
+    code, out, err = run_cli("refresh", "demo", "1.0", "1.2", *cli_args(layout))
     assert code == 0, err
     assert "1.0  0001-two-hunks.patch\n  demo/mod.py hunk 1: merge3 1.2\n  demo/mod.py hunk 2: exact 1.2\n" in err
     series = read_series(layout["patches"] / "demo" / "1.2")
@@ -568,7 +557,7 @@ def test_refresh_refuses_and_writes_nothing(
 ) -> None:
     before_patches = sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*"))
     before_overlay = sorted(p.relative_to(layout["overlay"]) for p in layout["overlay"].rglob("*"))
-    code, out, err, _ = run("refresh", "demo", "1.0", version, *extra, *cli_args(layout))
+    code, out, err = run_cli("refresh", "demo", "1.0", version, *extra, *cli_args(layout))
     assert code == 1
     assert match in err
     assert "0001-two-hunks.patch" in out  # the drift report comes with the refusal
@@ -577,7 +566,7 @@ def test_refresh_refuses_and_writes_nothing(
 
 
 def test_refresh_drop_upstream_drops_hunks_and_patches_and_says_so(layout: dict[str, Path]) -> None:
-    code, _, err, _ = run("refresh", "demo", "1.0", "1.5", "--drop-upstream", *cli_args(layout))
+    code, _, err = run_cli("refresh", "demo", "1.0", "1.5", "--drop-upstream", *cli_args(layout))
     assert code == 0, err
     assert "hunk 1 (@@ -7,7 +7,7 @@) dropped, already upstream in 1.5" in err
     series = read_series(layout["patches"] / "demo" / "1.5")
@@ -589,7 +578,7 @@ def test_refresh_drops_a_patch_whose_applied_upstream_release_is_out(layout: dic
     """The header is the maintainer's word: no flag needed, and the drift of that cell needs no person."""
     _, p2 = drift_on(layout, "2.0")
     assert p2.state is State.OBSOLETE and not p2.state.needs_person
-    code, _, err, _ = run("refresh", "demo", "1.0", "2.0", *cli_args(layout))
+    code, _, err = run_cli("refresh", "demo", "1.0", "2.0", *cli_args(layout))
     assert code == 0, err
     assert "0002-taken-upstream.patch: dropped, Applied-Upstream 2.0 in 2.0" in err
     assert [p.name for p in read_series(layout["patches"] / "demo" / "2.0").patches] == [
@@ -602,8 +591,8 @@ def test_refresh_drops_a_patch_whose_applied_upstream_release_is_out(layout: dic
 
 
 def test_refresh_never_overwrites(layout: dict[str, Path]) -> None:
-    assert run("refresh", "demo", "1.0", "1.1", *cli_args(layout))[0] == 0
-    code, _, err, _ = run("refresh", "demo", "1.0", "1.1", *cli_args(layout))
+    assert run_cli("refresh", "demo", "1.0", "1.1", *cli_args(layout))[0] == 0
+    code, _, err = run_cli("refresh", "demo", "1.0", "1.1", *cli_args(layout))
     assert code == 2
     assert "already exists" in err
 
@@ -618,7 +607,7 @@ def test_refresh_to_a_release_the_index_does_not_have_names_the_carried_neighbou
     monkeypatch.setattr(pip, "download", lambda *a, **k: pip.Ran(1, "", tail))
     monkeypatch.setattr(pip, "index_versions", lambda dist: (["1.2", "1.1", "1.0"], pip.Ran(0, "", "")))
     args = [a for a in cli_args(layout) if a not in ("--offline", "--wheelhouse", str(layout["wheelhouse"]))]
-    code, out, err, _ = run("refresh", "demo", "1.0", "9.9.9", "--json", *args)
+    code, out, err = run_cli("refresh", "demo", "1.0", "9.9.9", "--json", *args)
     assert code == 2, err
     error = json.loads(out)["error"]
     assert error["message"] == (f"demo==9.9.9: the index has no such release (pip: {tail}); its newest is 1.2; "
@@ -628,7 +617,7 @@ def test_refresh_to_a_release_the_index_does_not_have_names_the_carried_neighbou
 
 
 def test_refresh_offline_to_a_release_not_in_the_cache_says_how_to_fill_it(layout: dict[str, Path]) -> None:
-    code, _, err, _ = run("refresh", "demo", "1.0", "9.9.9", *cli_args(layout))
+    code, _, err = run_cli("refresh", "demo", "1.0", "9.9.9", *cli_args(layout))
     assert code == 2
     cache = layout["cache"] / "wheels"
     assert (f"demo==9.9.9: no wheel in the wheelhouse or in the cache {cache} (--offline: no pip); fill the cache "
@@ -642,204 +631,16 @@ def test_a_wheel_whose_name_and_metadata_disagree_is_an_integrity_refusal(layout
     that does not behave (1), and drift never calls it exact."""
     made = write_wheel(tmp_path, "demo", "1.1", RELEASES["1.1"][0])
     shutil.copy(made, layout["wheelhouse"] / "demo-1.12-py3-none-any.whl")
-    code, out, err, _ = run("refresh", "demo", "1.0", "1.12", "--json", *cli_args(layout))
+    code, out, err = run_cli("refresh", "demo", "1.0", "1.12", "--json", *cli_args(layout))
     assert code == 3, err
     error = json.loads(out)["error"]
     assert error["kind"] == "IntegrityError"
     assert "integrity: not a consistent wheel of demo==1.12, nothing was read from it" in error["message"]
     assert "does not behave" not in error["message"]
     assert not (layout["patches"] / "demo" / "1.12").exists()
-    code, out, err, _ = run("drift", "--against", "1.12", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "1.12", *cli_args(layout))
     assert code == 3 and "exact" not in out
     assert "integrity: not a consistent wheel of demo==1.12" in err
-
-
-# --- the real releases -----------------------------------------------------------------------------
-
-
-def real_args(tmp_path: Path, wheelhouse: Path | None = None) -> list[str]:
-    args = [
-        "--patches-dir",
-        str(tmp_path / "patches"),
-        "--overlay-dir",
-        str(tmp_path / "overlay"),
-        "--dist-dir",
-        str(tmp_path / "dist"),
-        "--cache-dir",
-        str(cache_dir()),
-        "--quiet",
-    ]
-    return args + (["--wheelhouse", str(wheelhouse), "--offline"] if wheelhouse else [])
-
-
-@pytest.mark.upstream
-def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
-    """SGLang 0.5.12 took the fix in its own form: every series says drop me, and why."""
-    code, out, err, _ = run(
-        "drift",
-        "--dist",
-        "sglang",
-        "--against",
-        "0.5.12",
-        "--json",
-        "--patches-dir",
-        str(PATCHES),
-        "--cache-dir",
-        str(cache_dir()),
-    )
-    assert code == 0, err  # obsolete by the patches' own headers: refresh drops them, no person needed
-    doc = json.loads(out)
-    assert {c["series"] for c in doc["cells"]} >= {"0.5.8", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11"}
-    for cell in doc["cells"]:
-        (patch,) = cell["patches"]
-        assert patch["state"] == "obsolete", cell["series"]
-        assert [h["state"] for h in patch["hunks"]] == ["conflict"]
-        assert "'from flashinfer import fp4_quantize', is nowhere in the file" in patch["reason"]
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize("dist", [pytest.param(d, id=d, marks=pytest.mark.xdist_group(f"drift-committed-{d}"))
-                                  for d in ("sglang", "flashinfer-python")])
-def test_make_drift_is_green_on_the_committed_tree(dist: str) -> None:
-    """`make drift` (--against pinned all) and `drift --against latest`, the help's first example, on the
-    committed series, stacks and audits: no cell needs a person, nothing skipped, no new API unclassified.
-
-    Of `all`, the releases without a series of their own (on the index, newer than the oldest series):
-    only there, and on a series' own release, can a cell need a person; on a release that carries its
-    own series a cell is news at worst (Cell.verdict; the synthetic news test holds that). Every
-    flashinfer-python release after 0.6.1 carries a series, so its 703 news-at-most cells of `all`
-    (about 90 s of CPU) are left to `make drift`; a new upstream release is in the plan the day the
-    index has it. A distribution per xdist worker."""
-    from packaging.version import Version
-
-    from nvfp4_overlay.carry.releases import index_versions
-    from nvfp4_overlay.patch.manifest import all_targets
-
-    carried = [Version(t.version) for t in all_targets(PATCHES) if t.dist == dist]
-    uncarried = [str(v) for v in index_versions(dist, fetch.Source(cache_dir()), PATCHES)
-                 if v > min(carried) and v not in carried]
-    code, out, err, _ = run("drift", "--dist", dist, "--against", "pinned", "latest", *uncarried, "--json",
-                            "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--cache-dir", str(cache_dir()))
-    doc = json.loads(out)
-    assert code == 0, (f"exit {code}: cells needing a person {doc['cells_needing_a_person']}, skipped "
-                       f"{doc['skipped']}; {err[-3000:]}")
-    failing = [(c["series"], c["release"], c["state"]) for c in doc["cells"] if c["verdict"] == "needs-a-person"]
-    assert (failing, doc["skipped"], {k: v for k, v in doc["new_apis"].items() if v}) == ([], {}, {})
-    if dist == "sglang":  # the releases shipped unpatched by design: the newer series are not needed there
-        unneeded = {c["release"] for c in doc["cells"] if c["verdict"] == "not-needed-there"}
-        assert unneeded >= {"0.5.22", "0.5.23"}, unneeded
-
-
-REAL_PORTS = [
-    pytest.param(
-        "sglang",
-        "0.5.10.post1",
-        "0.5.11",
-        "sglang/srt/layers/quantization/modelopt_quant.py",
-        id="sglang-offset",
-    ),
-    pytest.param(
-        "flashinfer-python", "0.6.7.post2", "0.6.7.post3", "flashinfer/jit/cpp_ext.py", id="flashinfer-exact"
-    ),
-]
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize(("dist", "old", "new", "member"), REAL_PORTS)
-def test_real_refresh_gives_the_committed_series(
-    tmp_path: Path, dist: str, old: str, new: str, member: str
-) -> None:
-    """A real series refreshed onto its neighbour (sglang: offset +2) is the series committed for it:
-    the same hunks, the same wheel pin, and a build whose patched file is byte for byte the one the
-    trace tests run on."""
-    shutil.copytree(PATCHES / dist / old, tmp_path / "patches" / dist / old)
-    shutil.copytree(OVERLAY / dist, tmp_path / "overlay" / dist)
-    shutil.copy(PATCHES / "stacks.toml", tmp_path / "patches")
-    for audit in (PATCHES / dist).glob("audit-*.json"):  # refresh's behaviour checks read the audit
-        shutil.copy(audit, tmp_path / "patches" / dist)
-    pinned = load_upstream(PATCHES, Target(dist, new))
-    source = fetch.Source(cache_dir())
-    (pin,) = fetch.select_wheels(pinned, source)
-    wheelhouse = tmp_path / "wheelhouse"
-    wheelhouse.mkdir()
-    shutil.copy(fetch.upstream_wheel(pinned, pin, source), wheelhouse)
-    code, _, err, _ = run("refresh", dist, old, new, *real_args(tmp_path, wheelhouse))
-    assert code == 0, err
-    refreshed = load_upstream(tmp_path / "patches", Target(dist, new))
-    assert [(w.filename, w.sha256) for w in refreshed.wheels] == [(pin.filename, pin.sha256)]
-    ours, theirs = read_series(refreshed.directory).patches, read_series(PATCHES / dist / new).patches
-    assert [[h for fp in p.files for h in fp.hunks] for p in ours] == [
-        [h for fp in p.files for h in fp.hunks] for p in theirs
-    ]
-    assert [p.fields.get("Description") for p in ours] == [
-        p.fields.get("Description") for p in read_series(PATCHES / dist / old).patches
-    ]
-    code, _, err, _ = run("build", f"{dist}=={new}", *real_args(tmp_path, wheelhouse))
-    assert code == 0, err
-    committed = build_one(
-        dist, new, patches_dir=PATCHES, overlay_dir=OVERLAY, dist_dir=tmp_path / "ref", cache_dir=cache_dir()
-    )
-    built = next((tmp_path / "dist").glob(f"{committed.name.split('-')[0]}-{new}+nvfp4.*-*.whl"))
-    with zipfile.ZipFile(built) as a, zipfile.ZipFile(committed) as b:
-        assert a.read(member) == b.read(member)
-
-
-ROUTE = b'# nvfp4-overlay: one opaque op while dynamo traces (flashinfer/_nvfp4_overlay/opaque.py)\n'
-
-
-def _routed_names(series_dir: Path) -> set[str]:
-    """The entry points patch 0002 of a series routes, as its description lists them."""
-    text = (series_dir / "0002-fp4-mxfp8-entry-points-opaque-to-dynamo.patch").read_text()
-    listed = text.split("this release defines\n (", 1)[1].split(")", 1)[0]
-    return {name.strip() for name in listed.split(",")}
-
-
-def _without_routes(text: bytes, names: set[str]) -> bytes:
-    """text less the two route lines above each def of these names."""
-    pieces = text.split(ROUTE)
-    out = pieces[0]
-    for piece in pieces[1:]:
-        name = piece.split(b"\ndef ", 1)[1].split(b"(", 1)[0].decode() if b"\ndef " in piece else ""
-        out += piece.split(b"\n", 1)[1] if name in names else ROUTE + piece
-    return out
-
-
-# (series, release, placed by name somewhere): the rewritten releases, and two refreshes docs/drift.md shows
-REAL_MERGES = [("0.6.7", "0.6.16", True), ("0.6.7.post3", "0.7.4", True), ("0.6.8.post1", "0.6.18.post1", True),
-               ("0.6.8.post1", "0.6.14", True), ("0.7.2.post1", "0.7.4", False)]
-
-
-@pytest.mark.upstream
-@pytest.mark.parametrize(("old", "new", "by_name"), REAL_MERGES, ids=[f"{a}-onto-{b}" for a, b, _ in REAL_MERGES])
-def test_real_merges_give_the_committed_series_patched_files(old: str, new: str, by_name: bool) -> None:
-    """The old series drifted onto a release upstream rewrote around the routed functions (0.6.16 gave
-    nvfp4_quantize a cute-dsl branch and reordered functions): every patched file the merge gives is,
-    byte for byte, the one the committed series gives (its own patches, less those the old one lacks,
-    less the routes of entry points the old release does not define),
-    and the hunks merge3 leaves as conflicts are placed by the functions' names."""
-    from nvfp4_overlay.carry.matrix import ReleaseFiles
-    from nvfp4_overlay.carry.releases import release_wheel
-    from nvfp4_overlay.wheel.archive import WheelReader
-
-    dist, source = "flashinfer-python", fetch.Source(cache_dir(), offline=True)
-    series = read_series(PATCHES / dist / old)
-    committed = read_series(PATCHES / dist / new)
-    committed = dataclasses.replace(committed, patches=tuple(
-        p for p in committed.patches if p.name in {q.name for q in series.patches}))
-    with (WheelReader(release_wheel(PATCHES, Target(dist, old), source).path) as origin,
-          WheelReader(release_wheel(PATCHES, Target(dist, new), source).path) as release):
-        base, files = ReleaseFiles(origin), ReleaseFiles(release)
-        drifts = drift_series(series, files.read, files.names, dist, new, base.read)
-        expected = apply_series(committed, files.read).files
-    ported = {image.patch.path: "".join(image.after or ()) for d in drifts for image in d.images}
-    assert sorted(ported) == sorted(expected)
-    # An entry point the old release does not define has no route in the old series: its port cannot
-    # have one (refresh writes the route patch anew: tests/releases/test_routes.py).
-    missing = _routed_names(PATCHES / dist / new) - _routed_names(PATCHES / dist / old)
-    for path, text in ported.items():
-        assert text.encode("utf-8", "surrogateescape") == _without_routes(expected[path], missing), path
-    placed = {h.placed for d in drifts for h in d.hunks}
-    assert placed <= {"exact", "offset", "merge3", "by-name"} and ("by-name" in placed) is by_name, placed
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -914,7 +715,7 @@ def test_shifted_release_is_offset_and_refresh_applies_exactly(
 
 def test_drift_check_ports_the_newest_series_to_newer_releases_and_writes_nothing(layout: dict[str, Path]) -> None:
     before = sorted(p.relative_to(layout["patches"]) for p in layout["patches"].rglob("*"))
-    code, out, err, _ = run("drift", "--against", "1.1", "1.2", "1.9", "--check", "--json", *cli_args(layout))
+    code, out, err = run_cli("drift", "--against", "1.1", "1.2", "1.9", "--check", "--json", *cli_args(layout))
     doc = json.loads(out)
     works = doc["works"]
     assert works["demo==1.1"]["works"] is True and works["demo==1.2"]["works"] is True  # offset, merges
@@ -925,7 +726,7 @@ def test_drift_check_ports_the_newest_series_to_newer_releases_and_writes_nothin
 
 
 def test_refresh_dry_run_checks_and_writes_nothing(layout: dict[str, Path]) -> None:
-    code, out, err, _ = run("refresh", "demo", "1.0", "1.2", "--dry-run", *cli_args(layout))
+    code, out, err = run_cli("refresh", "demo", "1.0", "1.2", "--dry-run", *cli_args(layout))
     assert code == 0, err
     assert "nothing written" in out
     assert not (layout["patches"] / "demo" / "1.2").exists()
