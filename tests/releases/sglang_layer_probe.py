@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
 import sys
 import traceback
@@ -40,9 +41,9 @@ sys.path.insert(0, str(ROOT / "src"))
 import torch  # noqa: E402
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
+from sglang_layer_models import DEFAULT, EXTRA_FAKES, Model, model  # noqa: E402
 
 Tensor = torch.Tensor
-MODEL = "sglang.srt.models.qwen3_moe"
 
 
 def sgl_kernel_fakes(module: Any) -> None:
@@ -103,15 +104,6 @@ def sgl_kernel_fakes(module: Any) -> None:
         setattr(module, fn.__name__, fn)
 
 
-def config() -> Any:
-    """A tiny Qwen3-MoE (every layer sparse), as its HF config.json would read."""
-    return types.SimpleNamespace(
-        hidden_size=256, intermediate_size=256, moe_intermediate_size=256, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
-        rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=4096, hidden_act="silu", decoder_sparse_step=1,
-        mlp_only_layers=[], num_hidden_layers=1, vocab_size=1024, attention_bias=False, rope_scaling=None)
-
-
 def prefill_graph_config(ctx: Any) -> None:
     """0.5.14 on: the server's CUDA graph settings at the release's defaults, prefill on tc_piecewise (the
     layers read them; sglang_drivers.serve leaves resolution out, which fills them)."""
@@ -140,7 +132,18 @@ def single_rank_dp_attention() -> None:
         setattr(module, name, value)
 
 
-def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str) -> tuple[Any, ...]:
+def nvfp4_config(ctx: Any, chosen: Model) -> Any:
+    """The checkpoint's ModelOpt NVFP4 config, with the model's excluded (BF16) modules."""
+    if not chosen.exclude:
+        return sglang_drivers.modelopt_fp4_config(ctx)
+    hf = {"quantization": {**sglang_drivers.HF_NVFP4["quantization"], "exclude_modules": list(chosen.exclude)}}
+    config = ctx.module(sglang_drivers.MODELOPT).ModelOptFp4Config.from_config(hf)
+    if getattr(config, "packed_modules_mapping", None) is None:
+        config.packed_modules_mapping = {}
+    return config
+
+
+def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, chosen: Model) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
     gpu = sglang_machine.FakeGpu(torch, cc, packages)
     gpu.setup()
@@ -150,25 +153,36 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     gpu.refresh()
     builds = sglang_machine.FlashInferBuilds()
     builds.stub()
-    sgl_kernel_fakes(sglang_machine.sgl_kernel_ops(torch))
-    needs = sorted({*sglang_regions.NEEDED, MODEL})
+    kernels = sglang_machine.sgl_kernel_ops(torch)
+    sgl_kernel_fakes(kernels)
+    for name in chosen.fakes:
+        EXTRA_FAKES[name](kernels)
+    needs = sorted({*sglang_regions.NEEDED, chosen.module})
+    # regex (compiled, absent here): the standard library's re for the patterns SGLang matches (the
+    # quantization config's exclude_modules); a permissive stand-in would match nothing
+    sys.modules.setdefault("regex", importlib.import_module("re"))
+    # transformers (absent here) adds Logger.warning_once on import; SGLang's models call it
+    logging.Logger.warning_once = lambda self, msg, *a, **k: self.warning(msg, *a, **k)  # type: ignore[attr-defined]
     sglang_imports.install_imports(sglang_tree, needs)
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
     sglang_drivers.serve(ctx, backend)
+    server_args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
+    for name, value in chosen.server.items():
+        object.__setattr__(server_args, name, value)
     prefill_graph_config(ctx)
     single_rank_dp_attention()
-    quant = sglang_drivers.modelopt_fp4_config(ctx)
-    layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(config(), 0, quant_config=quant,
-                                                                 prefix="model.layers.0")
+    quant = nvfp4_config(ctx, chosen)
+    layer = chosen.build(quant)
     sglang_drivers.ones(layer, torch)
     for module in layer.modules():
         method = getattr(module, "quant_method", None)
         if method is not None and hasattr(method, "process_weights_after_loading"):
             method.process_weights_after_loading(module)
+    chosen.after_loading(layer, quant)
     gpu.for_tracing()
     builds.restore()
-    return ctx, layer, quant
+    return ctx, layer, quant, chosen
 
 
 # Where each release keeps its piecewise graph's forward context: 0.5.8-0.5.14, then tc_piecewise's.
@@ -179,7 +193,7 @@ FORWARD_CONTEXTS = (
 )
 
 
-def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextlib.ExitStack:
+def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: Model) -> contextlib.ExitStack:
     """SGLang's own context managers of its piecewise graph (sglang_moe.piecewise), then the forward
     context its attention and MoE ops read, as the runner sets them for one layer."""
     stack = contextlib.ExitStack()
@@ -194,13 +208,13 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextl
     for name, setter in FORWARD_CONTEXTS:
         if ctx.has(name.replace(".", "/") + ".py"):
             stack.enter_context(getattr(importlib.import_module(name), setter)(
-                batch, [layer.self_attn.attn], quant, [layer.mlp.experts], []))
+                batch, chosen.attention(layer), quant, [layer.mlp.experts], []))
             return stack
     msg = "no piecewise forward context in this release"
     raise LookupError(msg)
 
 
-def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
+def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
     forward_mode = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardMode
 
     class Batch:  # an EXTEND batch of 8 tokens; every other field None
@@ -217,10 +231,10 @@ def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
         raise _Traced
 
     out: dict[str, Any] = {}
-    with piecewise_contexts(ctx, batch, layer, quant):
-        compiled = torch.compile(lambda p, h: layer(p, h, batch, None), fullgraph=True, backend=backend)
+    with piecewise_contexts(ctx, batch, layer, quant, chosen):
+        compiled = torch.compile(chosen.forward(layer, batch), fullgraph=True, backend=backend)
         try:
-            compiled(torch.arange(8), torch.randn(8, 256, dtype=torch.bfloat16))
+            compiled(torch.arange(8), torch.randn(8, layer.hidden_size, dtype=torch.bfloat16))
         except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)
@@ -246,11 +260,12 @@ def _caused_by(exc: BaseException | None, kind: type) -> bool:
 def main() -> None:
     sglang_tree, flashinfer_tree, major, minor = sys.argv[1:5]
     backend = sys.argv[5] if len(sys.argv) > 5 else "flashinfer_cutlass"
+    chosen = model(sys.argv[6] if len(sys.argv) > 6 else DEFAULT)
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(os.getcwd(), "flashinfer-workspace"))
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
     try:
-        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend))
+        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend, chosen))
     except Exception:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
         result = {"setup_error": traceback.format_exc()[-2500:]}
     print(json.dumps(result))

@@ -1,0 +1,273 @@
+"""The target architectures the whole-layer probe builds tiny from a release's own model code.
+
+Each ``Model`` names the release's model module, the decoder layer class, the HF config the tiny
+configuration stands for (its ``architectures[0]``), the tiny configuration itself (as its
+config.json would read, every field the layer's constructor reads), how the layer is built and
+called (the arguments its model's forward passes it), the server arguments SGLang's own resolution
+would set for that checkpoint, and the sgl-kernel functions beyond the common ones
+(sglang_layer_probe.sgl_kernel_fakes) its forward calls, faked here as ``sglfake::*`` custom ops.
+
+- ``qwen3-moe``: Qwen3-MoE (``Qwen3MoeDecoderLayer``), every layer sparse, 8 experts top-2.
+- ``deepseek-v3``: DeepSeek-V3/R1 and Kimi-K2 (``DeepseekV2DecoderLayer`` of a DeepseekV3 config):
+  MLA attention with q/kv LoRA ranks, layer 1 of 2 (``first_k_dense_replace`` 1: the MoE layer), the
+  grouped top-k router (noaux_tc, sigmoid, correction bias), one shared expert. The server fuses
+  the shared expert into the routed ones only for 256 routed experts and one shared
+  (``determine_num_fused_shared_experts``): not here, nor for Kimi-K2's 384, so
+  ``disable_shared_experts_fusion`` as its resolution sets it and the shared expert is its own MLP.
+- ``glm4-moe``: GLM-4.5/4.6/4.7 (``Glm4MoeDecoderLayer``): GQA with QK norm and partial rope,
+  layer 1 of 2 sparse, grouped top-k, one shared expert (unfused, as above).
+- ``qwen3.5-moe``: Qwen3.5 MoE's full-attention layer (``Qwen3_5AttentionDecoderLayer``, gated
+  attention output, Gemma RMSNorm), MoE with a gated shared expert.
+- ``glm-5``: GLM-5 (``GlmMoeDsa``: the DeepseekV2 layer with the DSA indexer, ``index_topk``), as
+  DeepSeek-V3 plus the indexer's fields.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Tensor = torch.Tensor
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str  # the probe's model argument
+    module: str  # the release's model module
+    layer: str  # its decoder layer class
+    architecture: str  # the HF architecture (config.json's architectures[0]) the tiny config stands for
+    config: Callable[[], Any]
+    layer_id: int = 0
+    server: dict[str, Any] = field(default_factory=dict)  # what SGLang's resolution sets for it
+    fakes: tuple[str, ...] = ()  # sgl-kernel functions beyond the common ones (EXTRA_FAKES)
+    exclude: tuple[str, ...] = ()  # the checkpoint's hf_quant_config exclude_modules (left BF16)
+    causal_lm: str = ""  # the model class whose determine_num_fused_shared_experts the server runs
+
+    def build(self, quant: Any) -> Any:
+        """The layer, made under the checkpoint's dtype as default (BF16), as SGLang's model loader
+        makes it, after the model's own shared-expert fusion decision (``resolve``)."""
+        module = importlib.import_module(self.module)
+        config = self.config()
+        self.resolve(module, config, quant)
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            return getattr(module, self.layer)(config, self.layer_id, quant_config=quant,
+                                               prefix=f"model.layers.{self.layer_id}")
+        finally:
+            torch.set_default_dtype(default)
+
+    def resolve(self, module: Any, config: Any, quant: Any) -> None:
+        """The model class's determine_num_fused_shared_experts, as its constructor runs it before the
+        layers: it sets the server's disable_shared_experts_fusion where the checkpoint cannot fuse
+        (DeepSeek: unless 256 routed experts and one shared; Kimi-K2's 384 do not)."""
+        if not self.causal_lm:
+            return
+        determine = getattr(module, self.causal_lm).determine_num_fused_shared_experts
+        owner = types.SimpleNamespace(config=config, quant_config=quant)
+        if "architecture" in inspect.signature(determine).parameters:
+            determine(owner, self.architecture)
+        else:
+            determine(owner)
+
+    def after_loading(self, layer: Any, quant: Any) -> None:
+        """What the model's load_weights does after every layer's own preparation: DeepSeek's
+        post_load_weights splits kv_b_proj into the absorbed MLA weights w_kc and w_vc."""
+        if not self.module.endswith("deepseek_v2"):
+            return
+        loader = importlib.import_module("sglang.srt.models.deepseek_common.deepseek_weight_loader")
+        model = types.SimpleNamespace(layers={self.layer_id: layer}, start_layer=self.layer_id,
+                                      end_layer=self.layer_id + 1)
+        owner = types.SimpleNamespace(model=model, config=layer.config, quant_config=quant)
+        loader.DeepseekV2WeightLoaderMixin.post_load_weights(owner)
+
+    def attention(self, layer: Any) -> list[Any]:
+        """The RadixAttention layers the piecewise forward context lists (the attention split op's)."""
+        attn = getattr(layer, "self_attn", layer)  # Qwen3.5's attention layer holds its RadixAttention itself
+        found = [getattr(attn, name) for name in ("attn", "attn_mqa", "attn_mha") if hasattr(attn, name)]
+        return found or [attn]
+
+    def forward(self, layer: Any, batch: Any) -> Callable[[Tensor, Tensor], Any]:
+        """The call the model's own forward makes for one layer (the first: no residual yet), as a
+        function of positions and hidden states (what is imported, imported before dynamo traces)."""
+        if self.module.endswith("deepseek_v2"):  # DeepseekV2Model.forward: a BumpAllocator per forward
+            allocator = importlib.import_module("sglang.srt.utils").BumpAllocator
+
+            def deepseek(positions: Tensor, hidden: Tensor) -> Any:
+                zero = allocator(buffer_size=2, dtype=torch.float32, device=hidden.device)
+                return layer(positions, hidden, batch, None, zero)
+
+            return deepseek
+        if self.module.endswith("qwen3_5"):  # Qwen3_5ForCausalLM.forward passes keywords
+            return lambda positions, hidden: layer(positions=positions, hidden_states=hidden, residual=None,
+                                                   forward_batch=batch)
+        return lambda positions, hidden: layer(positions, hidden, batch, None)
+
+
+def kimi_k2_moe_fused_gate(module: Any) -> None:
+    """sgl-kernel's Kimi-K2 router (384 experts, one group: sigmoid, correction bias, top-k), an opaque
+    op of its outputs' shapes: float32 weights and int32 ids, tokens x topk."""
+    @torch.library.custom_op("sglfake::kimi_k2_moe_fused_gate", mutates_args=())
+    def gate(gating_output: Tensor, correction_bias: Tensor, topk: int, renormalize: bool,
+             routed_scaling_factor: float, apply_on_output: bool) -> tuple[Tensor, Tensor]:
+        scores = gating_output.float().sigmoid()
+        _, ids = torch.topk(scores + correction_bias.float(), topk, dim=-1)
+        weights = scores.gather(1, ids)
+        if renormalize:
+            weights = weights / weights.sum(-1, keepdim=True)
+        return weights * (routed_scaling_factor if apply_on_output else 1.0), ids.to(torch.int32)
+
+    def shapes(gating_output: Tensor, correction_bias: Tensor, topk: int, *rest: Any) -> tuple[Tensor, Tensor]:
+        rows = gating_output.shape[0]
+        return (gating_output.new_empty((rows, topk), dtype=torch.float32),
+                gating_output.new_empty((rows, topk), dtype=torch.int32))
+
+    gate.register_fake(shapes)
+
+    def kimi_k2_moe_fused_gate(input: Tensor, bias: Tensor, topk: int, renormalize: bool = True,
+                               routed_scaling_factor: float = 1.0,
+                               apply_routed_scaling_factor_on_output: bool = False) -> tuple[Tensor, Tensor]:
+        result: tuple[Tensor, Tensor] = torch.ops.sglfake.kimi_k2_moe_fused_gate(
+            input, bias, topk, renormalize, float(routed_scaling_factor or 1.0),
+            apply_routed_scaling_factor_on_output)
+        return result
+
+    module.kimi_k2_moe_fused_gate = kimi_k2_moe_fused_gate
+
+
+def gemma_rmsnorm(module: Any) -> None:
+    """sgl-kernel's Gemma RMSNorm (weight offset by one) and its fused residual add, as opaque ops."""
+    def norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
+        return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), 1.0 + w.float(), eps).to(x.dtype)
+
+    @torch.library.custom_op("sglfake::gemma_rmsnorm", mutates_args=())
+    def rms(x: Tensor, w: Tensor, eps: float) -> Tensor:
+        return norm(x, w, eps)
+
+    @torch.library.custom_op("sglfake::gemma_fused_add_rmsnorm", mutates_args=("x", "residual"))
+    def add_rms(x: Tensor, residual: Tensor, w: Tensor, eps: float) -> None:
+        residual.add_(x)
+        x.copy_(norm(residual, w, eps))
+
+    rms.register_fake(lambda x, w, eps: torch.empty_like(x))
+    add_rms.register_fake(lambda x, residual, w, eps: None)
+
+    def gemma_rmsnorm(input: Tensor, weight: Tensor, eps: float = 1e-6, out: Any = None,
+                      enable_pdl: Any = None) -> Tensor:
+        result: Tensor = torch.ops.sglfake.gemma_rmsnorm(input, weight, eps)
+        return out.copy_(result) if out is not None else result
+
+    def gemma_fused_add_rmsnorm(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
+                                enable_pdl: Any = None) -> None:
+        torch.ops.sglfake.gemma_fused_add_rmsnorm(input, residual, weight, eps)
+
+    module.gemma_rmsnorm, module.gemma_fused_add_rmsnorm = gemma_rmsnorm, gemma_fused_add_rmsnorm
+
+
+EXTRA_FAKES: dict[str, Callable[[Any], None]] = {"kimi_k2_moe_fused_gate": kimi_k2_moe_fused_gate,
+                                                 "gemma_rmsnorm": gemma_rmsnorm}
+
+
+def _qwen3_moe() -> Any:
+    return types.SimpleNamespace(
+        hidden_size=256, intermediate_size=256, moe_intermediate_size=256, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
+        rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=4096, hidden_act="silu", decoder_sparse_step=1,
+        mlp_only_layers=[], num_hidden_layers=1, vocab_size=1024, attention_bias=False, rope_scaling=None,
+        architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe")
+
+
+def _deepseek_v3() -> Any:
+    """DeepSeek-V3's routing whole (256 routed experts in 8 groups, top-4 groups, top-8, one shared,
+    noaux_tc sigmoid with correction bias), its widths shrunk: hidden 256, MLA of 4 heads (q_lora 128,
+    kv_lora 128, rope 32, nope 64, v 64), yarn rope as V3's."""
+    return types.SimpleNamespace(
+        architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3", hidden_size=256,
+        intermediate_size=512, moe_intermediate_size=256, num_attention_heads=4, num_key_value_heads=4,
+        q_lora_rank=128, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
+        n_routed_experts=256, n_shared_experts=1, num_experts_per_tok=8, n_group=8, topk_group=4,
+        topk_method="noaux_tc", scoring_func="sigmoid", norm_topk_prob=True, routed_scaling_factor=2.5,
+        first_k_dense_replace=1, moe_layer_freq=1, num_hidden_layers=2, hidden_act="silu", rms_norm_eps=1e-6,
+        rope_theta=10000.0, max_position_embeddings=4096, vocab_size=1024, attention_bias=False, ep_size=1,
+        rope_scaling={"type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096,
+                      "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+        tie_word_embeddings=False, num_nextn_predict_layers=0)
+
+
+def _kimi_k2() -> Any:
+    """Kimi-K2: DeepSeek-V3's architecture with 384 routed experts in one group, top-8, scale 2.827."""
+    config = _deepseek_v3()
+    config.n_routed_experts, config.n_group, config.topk_group, config.routed_scaling_factor = 384, 1, 1, 2.827
+    return config
+
+
+def _glm4_moe() -> Any:
+    """GLM-4.5's routing whole (160 routed experts, one group, top-8, one shared, noaux_tc), its widths
+    shrunk: GQA 4 heads of 64 over 2 KV heads, QK norm, half the head rotated."""
+    return types.SimpleNamespace(
+        architectures=["Glm4MoeForCausalLM"], model_type="glm4_moe", hidden_size=256, intermediate_size=512,
+        moe_intermediate_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
+        partial_rotary_factor=0.5, use_qk_norm=True, attention_bias=True, n_routed_experts=160,
+        n_shared_experts=1, num_experts_per_tok=8, n_group=1, topk_group=1, topk_method="noaux_tc",
+        norm_topk_prob=True, routed_scaling_factor=2.5, first_k_dense_replace=1, num_hidden_layers=2,
+        hidden_act="silu", rms_norm_eps=1e-5, rope_theta=1e6, rope_scaling=None, max_position_embeddings=4096,
+        vocab_size=1024, num_nextn_predict_layers=0, tie_word_embeddings=False)
+
+
+def _qwen3_5_moe() -> Any:
+    """Qwen3.5 MoE's text config, shrunk, its full-attention layer (layer 3 of 4: every 4th is full)."""
+    return types.SimpleNamespace(
+        architectures=["Qwen3_5MoeForCausalLM"], model_type="qwen3_5_moe_text", hidden_size=256,
+        intermediate_size=512, moe_intermediate_size=256, shared_expert_intermediate_size=256,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=2,
+        norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], num_hidden_layers=4,
+        full_attention_interval=4, layer_types=["linear_attention"] * 3 + ["full_attention"],
+        hidden_act="silu", rms_norm_eps=1e-6, rope_theta=1e7, partial_rotary_factor=0.25,
+        rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
+        max_position_embeddings=4096, vocab_size=1024, attention_bias=False, attn_output_gate=True,
+        linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=64, linear_value_head_dim=64,
+        linear_conv_kernel_dim=4, tie_word_embeddings=False)
+
+
+def _glm5() -> Any:
+    """GLM-5 (GlmMoeDsa): DeepSeek-V3's layer with the DSA indexer (index heads, head dim, top-k), 256
+    routed experts in one group, top-8, one shared."""
+    config = _deepseek_v3()
+    config.architectures, config.model_type = ["GlmMoeDsaForCausalLM"], "glm_moe_dsa"
+    config.n_group, config.topk_group = 1, 1
+    config.index_n_heads, config.index_head_dim, config.index_topk = 4, 128, 64
+    config.rope_scaling = None
+    return config
+
+
+# NVIDIA's NVFP4 DeepSeek checkpoints quantize the MoE and MLP linears and leave attention BF16 (the
+# absorbed MLA weights are split from kv_b_proj's BF16 weight: post_load_weights has no NVFP4 path).
+MLA_BF16 = ("model.layers.*.self_attn*",)
+DEEPSEEK = "sglang.srt.models.deepseek_v2"
+MODELS: dict[str, Model] = {m.name: m for m in (
+    Model("qwen3-moe", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe),
+    Model("deepseek-v3", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3, layer_id=1,
+          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM"),
+    Model("kimi-k2", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _kimi_k2, layer_id=1,
+          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM", fakes=("kimi_k2_moe_fused_gate",)),
+    Model("glm4-moe", "sglang.srt.models.glm4_moe", "Glm4MoeDecoderLayer", "Glm4MoeForCausalLM", _glm4_moe,
+          layer_id=1, causal_lm="Glm4MoeForCausalLM"),
+    Model("qwen3.5-moe", "sglang.srt.models.qwen3_5", "Qwen3_5AttentionDecoderLayer", "Qwen3_5MoeForCausalLM",
+          _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm",)),
+    Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
+          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM"),
+)}
+DEFAULT = "qwen3-moe"
+
+
+def model(name: str) -> Model:
+    if name not in MODELS:
+        msg = f"unknown model {name!r}; the probe builds {', '.join(MODELS)}"
+        raise SystemExit(msg)
+    return MODELS[name]
