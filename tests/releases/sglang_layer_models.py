@@ -28,7 +28,7 @@ import importlib
 import inspect
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,9 +44,11 @@ class Model:
     architecture: str  # the HF architecture (config.json's architectures[0]) the tiny config stands for
     config: Callable[[], Any]
     layer_id: int = 0
-    server: dict[str, Any] = field(default_factory=dict)  # what SGLang's resolution sets for it
-    fakes: tuple[str, ...] = ()  # sgl-kernel functions beyond the common ones (EXTRA_FAKES)
+    fakes: tuple[str, ...] = ()  # sgl-kernel functions beyond the common ones (EXTRA_FAKES), or SGLang's
+    # own kernels that need what is absent here (SGLANG_FAKES: Triton)
     exclude: tuple[str, ...] = ()  # the checkpoint's hf_quant_config exclude_modules (left BF16)
+    stand_ins: tuple[str, ...] = ()  # kernel packages its server has that are absent here (permissive stand-ins)
+    attention_backend: str | None = None  # the runner's resolved one where the model's forward reads it (0.5.20 on)
     causal_lm: str = ""  # the model class whose determine_num_fused_shared_experts the server runs
 
     def build(self, quant: Any) -> Any:
@@ -64,17 +66,27 @@ class Model:
             torch.set_default_dtype(default)
 
     def resolve(self, module: Any, config: Any, quant: Any) -> None:
-        """The model class's determine_num_fused_shared_experts, as its constructor runs it before the
-        layers: it sets the server's disable_shared_experts_fusion where the checkpoint cannot fuse
-        (DeepSeek: unless 256 routed experts and one shared; Kimi-K2's 384 do not)."""
+        """The server's shared-expert fusion decision for this checkpoint, made as the release makes it
+        before the layers exist: from 0.5.20 the loader's install_shared_experts_fusion_decision over
+        the model class; before, the class's determine_num_fused_shared_experts (DeepSeek's takes the
+        architecture its subclasses pass), which sets disable_shared_experts_fusion where the checkpoint
+        cannot fuse (DeepSeek: unless 256 routed experts and one shared; Kimi-K2's 384 do not)."""
         if not self.causal_lm:
             return
-        determine = getattr(module, self.causal_lm).determine_num_fused_shared_experts
+        where, _, name = self.causal_lm.rpartition(".")
+        model_class = getattr(importlib.import_module(where), name)
+        install = getattr(importlib.import_module("sglang.srt.layers.moe.utils"),
+                          "install_shared_experts_fusion_decision", None)
+        if install is not None:
+            install(model_class, config, quant)
+            return
         owner = types.SimpleNamespace(config=config, quant_config=quant)
-        if "architecture" in inspect.signature(determine).parameters:
-            determine(owner, self.architecture)
-        else:
-            determine(owner)
+        for klass in model_class.__mro__:  # GlmMoeDsa's own passes its name up with a zero-argument super()
+            determine = vars(klass).get("determine_num_fused_shared_experts")
+            if determine is not None and "architecture" in inspect.signature(determine).parameters:
+                determine(owner, self.architecture)
+                return
+        model_class.determine_num_fused_shared_experts(owner)
 
     def after_loading(self, layer: Any, quant: Any) -> None:
         """What the model's load_weights does after every layer's own preparation: DeepSeek's
@@ -86,6 +98,16 @@ class Model:
                                       end_layer=self.layer_id + 1)
         owner = types.SimpleNamespace(model=model, config=layer.config, quant_config=quant)
         loader.DeepseekV2WeightLoaderMixin.post_load_weights(owner)
+
+    @property
+    def imports(self) -> tuple[str, ...]:
+        """The release's modules the build runs (imported for real, never stand-ins)."""
+        return (self.module, self.causal_lm.rpartition(".")[0]) if self.causal_lm else (self.module,)
+
+    def moe_layers(self, layer: Any) -> list[Any]:
+        """The FusedMoE layers the piecewise forward context lists (the MoE split op's); none in a dense layer."""
+        experts = getattr(layer.mlp, "experts", None)
+        return [experts] if experts is not None else []
 
     def attention(self, layer: Any) -> list[Any]:
         """The RadixAttention layers the piecewise forward context lists (the attention split op's)."""
@@ -170,6 +192,44 @@ def gemma_rmsnorm(module: Any) -> None:
     module.gemma_rmsnorm, module.gemma_fused_add_rmsnorm = gemma_rmsnorm, gemma_fused_add_rmsnorm
 
 
+def triton_router(tree_has: Callable[[str], bool]) -> None:
+    """SGLang's own Triton router (``sglang.kernels.ops.moe.moe_fused_gate``, 0.5.20 on: the grouped
+    top-k of DeepSeek-style gates), an opaque op of its outputs' shapes: Triton is absent here (a
+    server runs it as a user Triton kernel dynamo traces, no FlashInfer in it)."""
+    name = "sglang.kernels.ops.moe.moe_fused_gate"
+    if not tree_has(name.replace(".", "/") + ".py"):
+        return
+
+    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
+    def gate(scores: Tensor, bias: Tensor, topk: int) -> tuple[Tensor, Tensor]:
+        _, ids = torch.topk(scores.float().sigmoid() + bias.float(), topk, dim=-1)
+        return scores.float().sigmoid().gather(1, ids), ids.to(torch.int32)
+
+    gate.register_fake(lambda scores, bias, topk: (scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
+                                                   scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
+
+    def moe_fused_gate(scores: Tensor, bias: Tensor, topk: int, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+        result: tuple[Tensor, Tensor] = torch.ops.sglfake.moe_fused_gate(scores, bias, topk)
+        return result
+
+    importlib.import_module(name).moe_fused_gate = moe_fused_gate
+
+
+SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"triton_router": triton_router}
+
+
+def deep_gemm(module: Any) -> None:
+    """DeepGEMM's stand-in (the DSA indexer's logits kernels, absent here): the SM count it asks at build."""
+    module.get_num_sms = lambda: torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def torchada(module: Any) -> None:
+    """torchada (MUSA's CUDA shim, absent on a CUDA server), imported: 0.5.20's is_musa imports it inside
+    a try, and dynamo ignores is_musa's lru_cache, tracing the import; absent, dynamo stops at it
+    ("Import failure"). With it importable, is_musa answers False (torch.version has no musa)."""
+
+
+STAND_INS: dict[str, Callable[[Any], None]] = {"deep_gemm": deep_gemm, "torchada": torchada}
 EXTRA_FAKES: dict[str, Callable[[Any], None]] = {"kimi_k2_moe_fused_gate": kimi_k2_moe_fused_gate,
                                                  "gemma_rmsnorm": gemma_rmsnorm}
 
@@ -253,15 +313,21 @@ DEEPSEEK = "sglang.srt.models.deepseek_v2"
 MODELS: dict[str, Model] = {m.name: m for m in (
     Model("qwen3-moe", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe),
     Model("deepseek-v3", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3, layer_id=1,
-          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM"),
+          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
+    Model("deepseek-v3-dense", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3,
+          layer_id=0, exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
     Model("kimi-k2", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _kimi_k2, layer_id=1,
-          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM", fakes=("kimi_k2_moe_fused_gate",)),
+          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM", fakes=("kimi_k2_moe_fused_gate",)),
     Model("glm4-moe", "sglang.srt.models.glm4_moe", "Glm4MoeDecoderLayer", "Glm4MoeForCausalLM", _glm4_moe,
-          layer_id=1, causal_lm="Glm4MoeForCausalLM"),
+          layer_id=1, causal_lm="sglang.srt.models.glm4_moe.Glm4MoeForCausalLM"),
     Model("qwen3.5-moe", "sglang.srt.models.qwen3_5", "Qwen3_5AttentionDecoderLayer", "Qwen3_5MoeForCausalLM",
           _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm",)),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
-          exclude=MLA_BF16, causal_lm="DeepseekV2ForCausalLM"),
+          exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
+          attention_backend="dsa", fakes=("triton_router",)),
+    Model("glm-5+torchada", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
+          exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM",
+          stand_ins=("deep_gemm", "torchada"), attention_backend="dsa", fakes=("triton_router",)),
 )}
 DEFAULT = "qwen3-moe"
 

@@ -29,6 +29,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 import types
@@ -39,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
+from sglang_layer_models import DEFAULT, EXTRA_FAKES, SGLANG_FAKES, STAND_INS, Model, model  # noqa: E402
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
-from sglang_layer_models import DEFAULT, EXTRA_FAKES, Model, model  # noqa: E402
 
 Tensor = torch.Tensor
 
@@ -156,20 +157,26 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     kernels = sglang_machine.sgl_kernel_ops(torch)
     sgl_kernel_fakes(kernels)
     for name in chosen.fakes:
-        EXTRA_FAKES[name](kernels)
-    needs = sorted({*sglang_regions.NEEDED, chosen.module})
+        if name in EXTRA_FAKES:
+            EXTRA_FAKES[name](kernels)
+    needs = sorted({*sglang_regions.NEEDED, *chosen.imports})
     # regex (compiled, absent here): the standard library's re for the patterns SGLang matches (the
     # quantization config's exclude_modules); a permissive stand-in would match nothing
     sys.modules.setdefault("regex", importlib.import_module("re"))
     # transformers (absent here) adds Logger.warning_once on import; SGLang's models call it
     logging.Logger.warning_once = lambda self, msg, *a, **k: self.warning(msg, *a, **k)  # type: ignore[attr-defined]
     sglang_imports.install_imports(sglang_tree, needs)
+    for name in chosen.stand_ins:  # the model's own stand-ins (sglang_layer_models.STAND_INS), kept while tracing
+        stand_in = sglang_imports.StubModule(name)
+        stand_in.__path__ = []
+        STAND_INS[name](stand_in)
+        sys.modules[name] = stand_in
+    for name in chosen.fakes:
+        if name in SGLANG_FAKES:
+            SGLANG_FAKES[name](lambda relative: os.path.isfile(os.path.join(sglang_tree, relative)))
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
     sglang_drivers.serve(ctx, backend)
-    server_args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
-    for name, value in chosen.server.items():
-        object.__setattr__(server_args, name, value)
     prefill_graph_config(ctx)
     single_rank_dp_attention()
     quant = nvfp4_config(ctx, chosen)
@@ -202,13 +209,15 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: Mod
     if ctx.has(published.replace(".", "/") + ".py"):  # 0.5.20 on: the per-forward context, its attention backend
         module = importlib.import_module(published)  # a stand-in without pools (the KV cache is the split op's)
         pool = types.SimpleNamespace(dtype=torch.float8_e4m3fn)  # an FP8 KV cache: no fused KV write in rope
-        backend = types.SimpleNamespace(token_to_kv_pool=pool, req_to_token_pool=None)
+        backend = types.SimpleNamespace(token_to_kv_pool=pool, req_to_token_pool=None, use_mha=False,
+                                        prefill_attention_backend_str=chosen.attention_backend,
+                                        decode_attention_backend_str=chosen.attention_backend)
         previous = module.set_forward_context(module.ForwardContext(attn_backend=backend))
         stack.callback(module.set_forward_context, previous)
     for name, setter in FORWARD_CONTEXTS:
         if ctx.has(name.replace(".", "/") + ".py"):
             stack.enter_context(getattr(importlib.import_module(name), setter)(
-                batch, chosen.attention(layer), quant, [layer.mlp.experts], []))
+                batch, chosen.attention(layer), quant, chosen.moe_layers(layer), []))
             return stack
     msg = "no piecewise forward context in this release"
     raise LookupError(msg)
@@ -226,8 +235,11 @@ def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
     batch.input_ids = torch.zeros(8, dtype=torch.int64)  # type: ignore[attr-defined]
     targets: list[str] = []
 
+    frames: set[str] = set()
+
     def backend(gm: Any, example_inputs: Any) -> Any:
         targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        frames.update(flashinfer_frames(gm))
         raise _Traced
 
     out: dict[str, Any] = {}
@@ -241,8 +253,25 @@ def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
                 where = text.find("from user code:")  # dynamo's user stack: where in SGLang the trace gave up
                 out["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")
     out["whole"] = "error" not in out
+    out["flashinfer_frames"] = sorted(frames)
+    if chosen.stand_ins:
+        out["stand_ins"] = list(chosen.stand_ins)
     out["ops"] = sorted({t for t in targets if t.startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake."))})
     return out
+
+
+FRAME = re.compile(r'File "[^"]*[/\\](flashinfer[/\\][^"]*)", line \d+, in (\w+)')
+
+
+def flashinfer_frames(gm: Any) -> set[str]:
+    """FlashInfer's own Python that dynamo traced into: each graph node's user stack (its
+    stack_trace) through a file of the flashinfer package, as "target <- file:function". A FlashInfer
+    call inside an opaque op (SGLang's or the overlay's) leaves none; a raw one leaves its nodes here."""
+    found = set()
+    for node in gm.graph.nodes:
+        for path, function in FRAME.findall(node.meta.get("stack_trace") or ""):
+            found.add(f"{node.target} <- {path.replace(os.sep, '/')}:{function}")
+    return found
 
 
 class _Traced(Exception):
