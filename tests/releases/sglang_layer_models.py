@@ -1,25 +1,31 @@
 """The target architectures the whole-layer probe builds tiny from a release's own model code.
 
-Each ``Model`` names the release's model module, the decoder layer class, the HF config the tiny
-configuration stands for (its ``architectures[0]``), the tiny configuration itself (as its
-config.json would read, every field the layer's constructor reads), how the layer is built and
-called (the arguments its model's forward passes it), the server arguments SGLang's own resolution
-would set for that checkpoint, and the sgl-kernel functions beyond the common ones
-(sglang_layer_probe.sgl_kernel_fakes) its forward calls, faked here as ``sglfake::*`` custom ops.
+Each ``Model`` names the release's model module, its decoder layer class, the HF architecture the
+tiny configuration stands for (``architectures[0]``), the tiny configuration itself (as its
+config.json would read: the routing of the real model kept whole, the widths shrunk), the layer
+built (``layer_id``), the checkpoint's modules left BF16 (``exclude``), the model class whose shared-
+expert fusion decision the server makes before the layers exist (``causal_lm``), and what its
+forward needs beyond the probe's common fakes: sgl-kernel functions (``EXTRA_FAKES``), SGLang's own
+Triton kernels (``SGLANG_FAKES``), absent packages as stand-ins (``STAND_INS``), the attention
+backend the runner stamps (0.5.20 on).
 
 - ``qwen3-moe``: Qwen3-MoE (``Qwen3MoeDecoderLayer``), every layer sparse, 8 experts top-2.
-- ``deepseek-v3``: DeepSeek-V3/R1 and Kimi-K2 (``DeepseekV2DecoderLayer`` of a DeepseekV3 config):
-  MLA attention with q/kv LoRA ranks, layer 1 of 2 (``first_k_dense_replace`` 1: the MoE layer), the
-  grouped top-k router (noaux_tc, sigmoid, correction bias), one shared expert. The server fuses
-  the shared expert into the routed ones only for 256 routed experts and one shared
-  (``determine_num_fused_shared_experts``): not here, nor for Kimi-K2's 384, so
-  ``disable_shared_experts_fusion`` as its resolution sets it and the shared expert is its own MLP.
-- ``glm4-moe``: GLM-4.5/4.6/4.7 (``Glm4MoeDecoderLayer``): GQA with QK norm and partial rope,
-  layer 1 of 2 sparse, grouped top-k, one shared expert (unfused, as above).
+- ``deepseek-v3``: DeepSeek-V3/R1 (``DeepseekV2DecoderLayer`` of a DeepseekV3 config), layer 1 (MoE;
+  ``first_k_dense_replace`` 1): MLA with q/kv LoRA ranks, 256 routed experts in 8 groups (top-4
+  groups, top-8, noaux_tc sigmoid, correction bias), one shared expert, which the server fuses into
+  the routed ones (256 and one shared: ``determine_num_fused_shared_experts``). Attention BF16 as
+  NVIDIA's NVFP4 DeepSeek checkpoints leave it (post_load_weights splits kv_b_proj's BF16 weight).
+- ``deepseek-v3-dense``: its layer 0 (``first_k_dense_replace``): the dense NVFP4 MLP.
+- ``kimi-k2``: Kimi-K2 (the same class and architecture, 384 routed experts in one group): the
+  server keeps its shared expert unfused (an NVFP4 MLP) and routes with sgl-kernel's
+  ``kimi_k2_moe_fused_gate``.
+- ``glm4-moe``: GLM-4.5/4.6/4.7 (``Glm4MoeDecoderLayer``), layer 1: GQA with QK norm and partial
+  rope, 160 routed experts in one group, top-8, one shared expert (fused).
 - ``qwen3.5-moe``: Qwen3.5 MoE's full-attention layer (``Qwen3_5AttentionDecoderLayer``, gated
-  attention output, Gemma RMSNorm), MoE with a gated shared expert.
-- ``glm-5``: GLM-5 (``GlmMoeDsa``: the DeepseekV2 layer with the DSA indexer, ``index_topk``), as
-  DeepSeek-V3 plus the indexer's fields.
+  attention output, Gemma RMSNorm, interleaved mrope), 8 experts top-2 with a gated shared expert.
+- ``glm-5``: GLM-5 (``GlmMoeDsaForCausalLM``: the DeepseekV2 layer with the DSA indexer), layer 1:
+  256 routed experts in one group, top-8, one shared (fused). ``glm-5+torchada`` is the same with an
+  importable ``torchada`` (0.5.20's is_musa imports it inside the trace; see ``torchada``).
 """
 
 from __future__ import annotations

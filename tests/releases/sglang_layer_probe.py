@@ -1,24 +1,27 @@
-"""A whole SGLang decoder layer (Qwen3-MoE, ModelOpt NVFP4) under torch.compile(fullgraph=True), on a CPU.
+"""A whole SGLang decoder layer (an NVFP4 MoE model's, ModelOpt) under torch.compile(fullgraph=True), on a CPU.
 
-    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
+    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND [MODEL]]
 
 SGLANG_TREE and FLASHINFER_TREE are unpacked wheels (their .py files). One fresh interpreter builds
-SGLang's own `Qwen3MoeDecoderLayer` (hidden 256, 4 heads of 64, 8 experts top-2, `--quantization
-modelopt_fp4 --moe-runner-backend BACKEND`, default flashinfer_cutlass) from the release's model code,
+SGLang's own decoder layer of MODEL (tests/releases/sglang_layer_models.py; default qwen3-moe:
+`Qwen3MoeDecoderLayer`, hidden 256, 4 heads of 64, 8 experts top-2), `--quantization modelopt_fp4
+--moe-runner-backend BACKEND` (default flashinfer_cutlass), from the release's model code,
 with the region probe's machinery (probes/sglang/sglang_machine.py: the faked GPU, single-rank process groups,
 stand-ins for absent modules; probes/sglang/sglang_drivers.py: the server arguments), every weight ones and
 prepared, and traces its forward under SGLang's own piecewise context managers and forward context,
 fullgraph, with the compute capability faked. Prints one JSON line: whether the trace got through,
-the error otherwise, and the graph's custom ops.
+the error otherwise, the graph's custom ops, and the FlashInfer frames dynamo traced into (each graph
+node whose user stack runs through a file of the flashinfer package: none where every FlashInfer
+call sits inside an opaque op; the overlay's routing where it routes one).
 
 The smallest fakes that keep SGLang's code running, where the release calls sgl-kernel (SGLang's CUDA
 kernels, not installable on a CPU): rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding and
 topk_softmax as custom ops `sglfake::*` with fakes (their CPU bodies compute the reference or
-nothing); the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
+nothing), and a model's own (sglang_layer_models: Gemma RMSNorm, Kimi-K2's router, 0.5.20's Triton
+router; deep_gemm and torchada stand-ins); the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
 What this is not yet: SGLang's `install_torch_compiled` with its split backend (the trace here is
 dynamo's own over the layer; the attention and MoE split ops appear as the opaque SGLang ops they
-are), DeepseekV3 (MLA) and the other releases (0.5.20 stops in is_musa's `import torchada`:
-docs/sglang-regions.md); the run of the compiled graph (the routed op builds
+are), the releases other than 0.5.11 and (GLM-5) 0.5.20; the run of the compiled graph (the routed op builds
 its JIT module then: a real nvcc job). docs/sglang-regions.md records what this found.
 """
 
