@@ -145,7 +145,7 @@ def test_each_target_architecture_traces_as_its_stack_says(trees: dict[str, Path
     assert "sglang.unified_attention_with_output" in ops, ops
     moe = any(op.startswith("sglang.") and "moe" in op for op in ops)
     assert moe is (model != "deepseek-v3-dense"), ops
-    if sglang_side == "upstream":  # on SM120 the linear's fp4_quantize is the overlay's op, routed
+    if (sglang_side, side) == ("upstream", "patched"):  # the linear's fp4_quantize: the overlay's op, routed
         assert "nvfp4_overlay.flashinfer_fp4_quantize.default" in ops, ops
 
 
