@@ -5,9 +5,9 @@ tiny configuration stands for (``architectures[0]``), the tiny configuration its
 config.json would read: the routing of the real model kept whole, the widths shrunk), the layer
 built (``layer_id``), the checkpoint's modules left BF16 (``exclude``), the model class whose shared-
 expert fusion decision the server makes before the layers exist (``causal_lm``), and what its
-forward needs beyond the probe's common fakes: sgl-kernel functions (``EXTRA_FAKES``), SGLang's own
-Triton kernels (``SGLANG_FAKES``), absent packages as stand-ins (``STAND_INS``), the attention
-backend the runner stamps (0.5.20 on).
+forward needs beyond the probe's common fakes (by name, from sglang_layer_fakes: sgl-kernel
+functions, SGLang's own Triton kernels, absent packages as stand-ins), and the attention backend the
+runner stamps (0.5.20 on).
 
 - ``qwen3-moe``: Qwen3-MoE (``Qwen3MoeDecoderLayer``), every layer sparse, 8 experts top-2.
 - ``deepseek-v3``: DeepSeek-V3/R1 (``DeepseekV2DecoderLayer`` of a DeepseekV3 config), layer 1 (MoE;
@@ -23,6 +23,9 @@ backend the runner stamps (0.5.20 on).
   rope, 160 routed experts in one group, top-8, one shared expert (fused).
 - ``qwen3.5-moe``: Qwen3.5 MoE's full-attention layer (``Qwen3_5AttentionDecoderLayer``, gated
   attention output, Gemma RMSNorm, interleaved mrope), 8 experts top-2 with a gated shared expert.
+- ``qwen3.5-moe-linear``: its linear-attention layer (``Qwen3_5LinearDecoderLayer``, layer 0: the
+  GatedDeltaNet, left unquantized under modelopt_fp4 by SGLang itself, its core SGLang's split op
+  ``unified_linear_attention_with_output``), the same MoE.
 - ``glm-5``: GLM-5 (``GlmMoeDsaForCausalLM``: the DeepseekV2 layer with the DSA indexer), layer 1:
   256 routed experts in one group, top-8, one shared (fused). ``glm-5+torchada`` is the same with an
   importable ``torchada`` (0.5.20's is_musa imports it inside the trace; see ``torchada``).
@@ -50,10 +53,10 @@ class Model:
     architecture: str  # the HF architecture (config.json's architectures[0]) the tiny config stands for
     config: Callable[[], Any]
     layer_id: int = 0
-    fakes: tuple[str, ...] = ()  # sgl-kernel functions beyond the common ones (EXTRA_FAKES), or SGLang's
-    # own kernels that need what is absent here (SGLANG_FAKES: Triton)
+    fakes: tuple[str, ...] = ()  # sglang_layer_fakes: sgl-kernel functions beyond the common ones
+    # (EXTRA_FAKES), or SGLang's own kernels that need what is absent here (SGLANG_FAKES: Triton)
     exclude: tuple[str, ...] = ()  # the checkpoint's hf_quant_config exclude_modules (left BF16)
-    stand_ins: tuple[str, ...] = ()  # kernel packages its server has that are absent here (permissive stand-ins)
+    stand_ins: tuple[str, ...] = ()  # absent packages as permissive stand-ins (sglang_layer_fakes.STAND_INS)
     attention_backend: str | None = None  # the runner's resolved one where the model's forward reads it (0.5.20 on)
     causal_lm: str = ""  # the model class whose determine_num_fused_shared_experts the server runs
 
@@ -117,7 +120,8 @@ class Model:
 
     def attention(self, layer: Any) -> list[Any]:
         """The RadixAttention layers the piecewise forward context lists (the attention split op's)."""
-        attn = getattr(layer, "self_attn", layer)  # Qwen3.5's attention layer holds its RadixAttention itself
+        attn = getattr(layer, "self_attn", None) or getattr(getattr(layer, "linear_attn", None), "attn", None) or layer
+        # Qwen3.5's attention layer holds its RadixAttention itself, its linear one a RadixLinearAttention
         found = [getattr(attn, name) for name in ("attn", "attn_mqa", "attn_mha") if hasattr(attn, name)]
         return found or [attn]
 
@@ -136,108 +140,6 @@ class Model:
             return lambda positions, hidden: layer(positions=positions, hidden_states=hidden, residual=None,
                                                    forward_batch=batch)
         return lambda positions, hidden: layer(positions, hidden, batch, None)
-
-
-def kimi_k2_moe_fused_gate(module: Any) -> None:
-    """sgl-kernel's Kimi-K2 router (384 experts, one group: sigmoid, correction bias, top-k), an opaque
-    op of its outputs' shapes: float32 weights and int32 ids, tokens x topk."""
-    @torch.library.custom_op("sglfake::kimi_k2_moe_fused_gate", mutates_args=())
-    def gate(gating_output: Tensor, correction_bias: Tensor, topk: int, renormalize: bool,
-             routed_scaling_factor: float, apply_on_output: bool) -> tuple[Tensor, Tensor]:
-        scores = gating_output.float().sigmoid()
-        _, ids = torch.topk(scores + correction_bias.float(), topk, dim=-1)
-        weights = scores.gather(1, ids)
-        if renormalize:
-            weights = weights / weights.sum(-1, keepdim=True)
-        return weights * (routed_scaling_factor if apply_on_output else 1.0), ids.to(torch.int32)
-
-    def shapes(gating_output: Tensor, correction_bias: Tensor, topk: int, *rest: Any) -> tuple[Tensor, Tensor]:
-        rows = gating_output.shape[0]
-        return (gating_output.new_empty((rows, topk), dtype=torch.float32),
-                gating_output.new_empty((rows, topk), dtype=torch.int32))
-
-    gate.register_fake(shapes)
-
-    def kimi_k2_moe_fused_gate(input: Tensor, bias: Tensor, topk: int, renormalize: bool = True,
-                               routed_scaling_factor: float = 1.0,
-                               apply_routed_scaling_factor_on_output: bool = False) -> tuple[Tensor, Tensor]:
-        result: tuple[Tensor, Tensor] = torch.ops.sglfake.kimi_k2_moe_fused_gate(
-            input, bias, topk, renormalize, float(routed_scaling_factor or 1.0),
-            apply_routed_scaling_factor_on_output)
-        return result
-
-    module.kimi_k2_moe_fused_gate = kimi_k2_moe_fused_gate
-
-
-def gemma_rmsnorm(module: Any) -> None:
-    """sgl-kernel's Gemma RMSNorm (weight offset by one) and its fused residual add, as opaque ops."""
-    def norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
-        return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), 1.0 + w.float(), eps).to(x.dtype)
-
-    @torch.library.custom_op("sglfake::gemma_rmsnorm", mutates_args=())
-    def rms(x: Tensor, w: Tensor, eps: float) -> Tensor:
-        return norm(x, w, eps)
-
-    @torch.library.custom_op("sglfake::gemma_fused_add_rmsnorm", mutates_args=("x", "residual"))
-    def add_rms(x: Tensor, residual: Tensor, w: Tensor, eps: float) -> None:
-        residual.add_(x)
-        x.copy_(norm(residual, w, eps))
-
-    rms.register_fake(lambda x, w, eps: torch.empty_like(x))
-    add_rms.register_fake(lambda x, residual, w, eps: None)
-
-    def gemma_rmsnorm(input: Tensor, weight: Tensor, eps: float = 1e-6, out: Any = None,
-                      enable_pdl: Any = None) -> Tensor:
-        result: Tensor = torch.ops.sglfake.gemma_rmsnorm(input, weight, eps)
-        return out.copy_(result) if out is not None else result
-
-    def gemma_fused_add_rmsnorm(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
-                                enable_pdl: Any = None) -> None:
-        torch.ops.sglfake.gemma_fused_add_rmsnorm(input, residual, weight, eps)
-
-    module.gemma_rmsnorm, module.gemma_fused_add_rmsnorm = gemma_rmsnorm, gemma_fused_add_rmsnorm
-
-
-def triton_router(tree_has: Callable[[str], bool]) -> None:
-    """SGLang's own Triton router (``sglang.kernels.ops.moe.moe_fused_gate``, 0.5.20 on: the grouped
-    top-k of DeepSeek-style gates), an opaque op of its outputs' shapes: Triton is absent here (a
-    server runs it as a user Triton kernel dynamo traces, no FlashInfer in it)."""
-    name = "sglang.kernels.ops.moe.moe_fused_gate"
-    if not tree_has(name.replace(".", "/") + ".py"):
-        return
-
-    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
-    def gate(scores: Tensor, bias: Tensor, topk: int) -> tuple[Tensor, Tensor]:
-        _, ids = torch.topk(scores.float().sigmoid() + bias.float(), topk, dim=-1)
-        return scores.float().sigmoid().gather(1, ids), ids.to(torch.int32)
-
-    gate.register_fake(lambda scores, bias, topk: (scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
-                                                   scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
-
-    def moe_fused_gate(scores: Tensor, bias: Tensor, topk: int, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-        result: tuple[Tensor, Tensor] = torch.ops.sglfake.moe_fused_gate(scores, bias, topk)
-        return result
-
-    importlib.import_module(name).moe_fused_gate = moe_fused_gate
-
-
-SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"triton_router": triton_router}
-
-
-def deep_gemm(module: Any) -> None:
-    """DeepGEMM's stand-in (the DSA indexer's logits kernels, absent here): the SM count it asks at build."""
-    module.get_num_sms = lambda: torch.cuda.get_device_properties(0).multi_processor_count
-
-
-def torchada(module: Any) -> None:
-    """torchada (MUSA's CUDA shim, absent on a CUDA server), imported: 0.5.20's is_musa imports it inside
-    a try, and dynamo ignores is_musa's lru_cache, tracing the import; absent, dynamo stops at it
-    ("Import failure"). With it importable, is_musa answers False (torch.version has no musa)."""
-
-
-STAND_INS: dict[str, Callable[[Any], None]] = {"deep_gemm": deep_gemm, "torchada": torchada}
-EXTRA_FAKES: dict[str, Callable[[Any], None]] = {"kimi_k2_moe_fused_gate": kimi_k2_moe_fused_gate,
-                                                 "gemma_rmsnorm": gemma_rmsnorm}
 
 
 def _qwen3_moe() -> Any:
@@ -298,7 +200,7 @@ def _qwen3_5_moe() -> Any:
         rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
         max_position_embeddings=4096, vocab_size=1024, attention_bias=False, attn_output_gate=True,
         linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=64, linear_value_head_dim=64,
-        linear_conv_kernel_dim=4, tie_word_embeddings=False)
+        linear_conv_kernel_dim=4, tie_word_embeddings=False, torch_dtype=torch.bfloat16)
 
 
 def _glm5() -> Any:
@@ -328,6 +230,8 @@ MODELS: dict[str, Model] = {m.name: m for m in (
           layer_id=1, causal_lm="sglang.srt.models.glm4_moe.Glm4MoeForCausalLM"),
     Model("qwen3.5-moe", "sglang.srt.models.qwen3_5", "Qwen3_5AttentionDecoderLayer", "Qwen3_5MoeForCausalLM",
           _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm",)),
+    Model("qwen3.5-moe-linear", "sglang.srt.models.qwen3_5", "Qwen3_5LinearDecoderLayer", "Qwen3_5MoeForCausalLM",
+          _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton")),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
           attention_backend="dsa", fakes=("triton_router",)),

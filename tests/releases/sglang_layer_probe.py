@@ -17,8 +17,9 @@ call sits inside an opaque op; the overlay's routing where it routes one).
 The smallest fakes that keep SGLang's code running, where the release calls sgl-kernel (SGLang's CUDA
 kernels, not installable on a CPU): rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding and
 topk_softmax as custom ops `sglfake::*` with fakes (their CPU bodies compute the reference or
-nothing), and a model's own (sglang_layer_models: Gemma RMSNorm, Kimi-K2's router, 0.5.20's Triton
-router; deep_gemm and torchada stand-ins); the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
+nothing), and a model's own (Gemma RMSNorm, Kimi-K2's router, 0.5.20's Triton
+router, Qwen3.5's GatedDeltaNet Triton kernels; deep_gemm and torchada stand-ins: sglang_layer_fakes);
+the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
 What this is not yet: SGLang's `install_torch_compiled` with its split backend (the trace here is
 dynamo's own over the layer; the attention and MoE split ops appear as the opaque SGLang ops they
 are), the releases other than 0.5.11 and (GLM-5) 0.5.20; the run of the compiled graph (the routed op builds
@@ -43,7 +44,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
-from sglang_layer_models import DEFAULT, EXTRA_FAKES, SGLANG_FAKES, STAND_INS, Model, model  # noqa: E402
+from sglang_layer_fakes import EXTRA_FAKES, SGLANG_FAKES, STAND_INS  # noqa: E402
+from sglang_layer_models import DEFAULT, Model, model  # noqa: E402
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
@@ -249,7 +251,7 @@ def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
     with piecewise_contexts(ctx, batch, layer, quant, chosen):
         compiled = torch.compile(chosen.forward(layer, batch), fullgraph=True, backend=backend)
         try:
-            compiled(torch.arange(8), torch.randn(8, layer.hidden_size, dtype=torch.bfloat16))
+            compiled(torch.arange(8), torch.randn(8, getattr(layer, "hidden_size", None) or layer.config.hidden_size, dtype=torch.bfloat16))
         except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)

@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
 PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
 MODELS = Path(__file__).resolve().parent / "sglang_layer_models.py"
+FAKES = Path(__file__).resolve().parent / "sglang_layer_fakes.py"
 PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
                  "sglang/sglang_moe", "forking", "io_audit")
 SGLANG, FLASHINFER = "0.5.11", "0.6.8.post1"  # the default stack
@@ -54,7 +55,7 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
     import torch
 
     probes = ROOT / "src" / "nvfp4_overlay" / "probes"
-    key = _digest(PROBE, MODELS, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
+    key = _digest(PROBE, MODELS, FAKES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{model}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer" / f"{key}.json"
     if kept.is_file():
@@ -107,7 +108,7 @@ def test_a_whole_decoder_layer_traces_as_its_stack_says(trees: dict[str, Path], 
 PAIRS = [((12, 0), "flashinfer_cutlass"), ((12, 0), "flashinfer_trtllm"), ((10, 0), "flashinfer_cutlass"),
          ((10, 0), "flashinfer_trtllm")]
 UPSTREAM_SM120 = {"deepseek-v3": True, "deepseek-v3-dense": False, "kimi-k2": False, "glm4-moe": False,
-                  "qwen3.5-moe": False}  # model -> the upstream stack traces it whole on SM120
+                  "qwen3.5-moe": False, "qwen3.5-moe-linear": False}  # model -> upstream traces it whole on SM120
 MODEL_CASES = [  # (id, model, SGLang side, FlashInfer side, GPU, MoE runner backend, traced whole?)
     *[(f"{m}-upstream-sm120", m, "upstream", "upstream", (12, 0), "flashinfer_cutlass", whole)
       for m, whole in UPSTREAM_SM120.items()],
@@ -142,7 +143,8 @@ def test_each_target_architecture_traces_as_its_stack_says(trees: dict[str, Path
         return
     ops = result["ops"]
     _no_raw_flashinfer(result)
-    assert "sglang.unified_attention_with_output" in ops, ops
+    attention = "linear_attention" if model == "qwen3.5-moe-linear" else "attention"  # SGLang's split op
+    assert f"sglang.unified_{attention}_with_output" in ops, ops
     moe = any(op.startswith("sglang.") and "moe" in op for op in ops)
     assert moe is (model != "deepseek-v3-dense"), ops
     if (sglang_side, side) == ("upstream", "patched"):  # the linear's fp4_quantize: the overlay's op, routed
