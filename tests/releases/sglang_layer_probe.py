@@ -1,24 +1,28 @@
-"""A whole SGLang decoder layer (Qwen3-MoE, ModelOpt NVFP4) under torch.compile(fullgraph=True), on a CPU.
+"""A whole SGLang decoder layer (an NVFP4 MoE model's, ModelOpt) under torch.compile(fullgraph=True), on a CPU.
 
-    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
+    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND [MODEL]]
 
 SGLANG_TREE and FLASHINFER_TREE are unpacked wheels (their .py files). One fresh interpreter builds
-SGLang's own `Qwen3MoeDecoderLayer` (hidden 256, 4 heads of 64, 8 experts top-2, `--quantization
-modelopt_fp4 --moe-runner-backend BACKEND`, default flashinfer_cutlass) from the release's model code,
+SGLang's own decoder layer of MODEL (tests/releases/sglang_layer_models.py; default qwen3-moe:
+`Qwen3MoeDecoderLayer`, hidden 256, 4 heads of 64, 8 experts top-2), `--quantization modelopt_fp4
+--moe-runner-backend BACKEND` (default flashinfer_cutlass), from the release's model code,
 with the region probe's machinery (probes/sglang/sglang_machine.py: the faked GPU, single-rank process groups,
 stand-ins for absent modules; probes/sglang/sglang_drivers.py: the server arguments), every weight ones and
 prepared, and traces its forward under SGLang's own piecewise context managers and forward context,
 fullgraph, with the compute capability faked. Prints one JSON line: whether the trace got through,
-the error otherwise, and the graph's custom ops.
+the error otherwise, the graph's custom ops, and the FlashInfer frames dynamo traced into (each graph
+node whose user stack runs through a file of the flashinfer package: none where every FlashInfer
+call sits inside an opaque op; the overlay's routing where it routes one).
 
 The smallest fakes that keep SGLang's code running, where the release calls sgl-kernel (SGLang's CUDA
 kernels, not installable on a CPU): rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding and
 topk_softmax as custom ops `sglfake::*` with fakes (their CPU bodies compute the reference or
-nothing); the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
+nothing), and a model's own (Gemma RMSNorm, Kimi-K2's router, 0.5.20's Triton
+router, Qwen3.5's GatedDeltaNet Triton kernels; deep_gemm and torchada stand-ins: sglang_layer_fakes);
+the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
 What this is not yet: SGLang's `install_torch_compiled` with its split backend (the trace here is
 dynamo's own over the layer; the attention and MoE split ops appear as the opaque SGLang ops they
-are), DeepseekV3 (MLA) and the other releases (0.5.20 stops in is_musa's `import torchada`:
-docs/sglang-regions.md); the run of the compiled graph (the routed op builds
+are), the releases other than 0.5.11 and (GLM-5) 0.5.20; the run of the compiled graph (the routed op builds
 its JIT module then: a real nvcc job). docs/sglang-regions.md records what this found.
 """
 
@@ -27,7 +31,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
 import os
+import re
 import sys
 import traceback
 import types
@@ -38,11 +44,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
+from sglang_layer_fakes import EXTRA_FAKES, SGLANG_FAKES, STAND_INS  # noqa: E402
+from sglang_layer_models import DEFAULT, Model, model  # noqa: E402
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
 Tensor = torch.Tensor
-MODEL = "sglang.srt.models.qwen3_moe"
 
 
 def sgl_kernel_fakes(module: Any) -> None:
@@ -103,15 +110,6 @@ def sgl_kernel_fakes(module: Any) -> None:
         setattr(module, fn.__name__, fn)
 
 
-def config() -> Any:
-    """A tiny Qwen3-MoE (every layer sparse), as its HF config.json would read."""
-    return types.SimpleNamespace(
-        hidden_size=256, intermediate_size=256, moe_intermediate_size=256, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=64, num_experts=8, num_experts_per_tok=2, norm_topk_prob=True,
-        rms_norm_eps=1e-6, rope_theta=1e6, max_position_embeddings=4096, hidden_act="silu", decoder_sparse_step=1,
-        mlp_only_layers=[], num_hidden_layers=1, vocab_size=1024, attention_bias=False, rope_scaling=None)
-
-
 def prefill_graph_config(ctx: Any) -> None:
     """0.5.14 on: the server's CUDA graph settings at the release's defaults, prefill on tc_piecewise (the
     layers read them; sglang_drivers.serve leaves resolution out, which fills them)."""
@@ -140,7 +138,18 @@ def single_rank_dp_attention() -> None:
         setattr(module, name, value)
 
 
-def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str) -> tuple[Any, ...]:
+def nvfp4_config(ctx: Any, chosen: Model) -> Any:
+    """The checkpoint's ModelOpt NVFP4 config, with the model's excluded (BF16) modules."""
+    if not chosen.exclude:
+        return sglang_drivers.modelopt_fp4_config(ctx)
+    hf = {"quantization": {**sglang_drivers.HF_NVFP4["quantization"], "exclude_modules": list(chosen.exclude)}}
+    config = ctx.module(sglang_drivers.MODELOPT).ModelOptFp4Config.from_config(hf)
+    if getattr(config, "packed_modules_mapping", None) is None:
+        config.packed_modules_mapping = {}
+    return config
+
+
+def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, chosen: Model) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
     gpu = sglang_machine.FakeGpu(torch, cc, packages)
     gpu.setup()
@@ -150,25 +159,42 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     gpu.refresh()
     builds = sglang_machine.FlashInferBuilds()
     builds.stub()
-    sgl_kernel_fakes(sglang_machine.sgl_kernel_ops(torch))
-    needs = sorted({*sglang_regions.NEEDED, MODEL})
+    kernels = sglang_machine.sgl_kernel_ops(torch)
+    sgl_kernel_fakes(kernels)
+    for name in chosen.fakes:
+        if name in EXTRA_FAKES:
+            EXTRA_FAKES[name](kernels)
+    needs = sorted({*sglang_regions.NEEDED, *chosen.imports})
+    # regex (compiled, absent here): the standard library's re for the patterns SGLang matches (the
+    # quantization config's exclude_modules); a permissive stand-in would match nothing
+    sys.modules.setdefault("regex", importlib.import_module("re"))
+    # transformers (absent here) adds Logger.warning_once on import; SGLang's models call it
+    logging.Logger.warning_once = lambda self, msg, *a, **k: self.warning(msg, *a, **k)  # type: ignore[attr-defined]
     sglang_imports.install_imports(sglang_tree, needs)
+    for name in chosen.stand_ins:  # the model's own stand-ins (sglang_layer_models.STAND_INS), kept while tracing
+        stand_in = sglang_imports.StubModule(name)
+        stand_in.__path__ = []
+        STAND_INS[name](stand_in)
+        sys.modules[name] = stand_in
+    for name in chosen.fakes:
+        if name in SGLANG_FAKES:
+            SGLANG_FAKES[name](lambda relative: os.path.isfile(os.path.join(sglang_tree, relative)))
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
     sglang_drivers.serve(ctx, backend)
     prefill_graph_config(ctx)
     single_rank_dp_attention()
-    quant = sglang_drivers.modelopt_fp4_config(ctx)
-    layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(config(), 0, quant_config=quant,
-                                                                 prefix="model.layers.0")
+    quant = nvfp4_config(ctx, chosen)
+    layer = chosen.build(quant)
     sglang_drivers.ones(layer, torch)
     for module in layer.modules():
         method = getattr(module, "quant_method", None)
         if method is not None and hasattr(method, "process_weights_after_loading"):
             method.process_weights_after_loading(module)
+    chosen.after_loading(layer, quant)
     gpu.for_tracing()
     builds.restore()
-    return ctx, layer, quant
+    return ctx, layer, quant, chosen
 
 
 # Where each release keeps its piecewise graph's forward context: 0.5.8-0.5.14, then tc_piecewise's.
@@ -179,7 +205,7 @@ FORWARD_CONTEXTS = (
 )
 
 
-def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextlib.ExitStack:
+def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: Model) -> contextlib.ExitStack:
     """SGLang's own context managers of its piecewise graph (sglang_moe.piecewise), then the forward
     context its attention and MoE ops read, as the runner sets them for one layer."""
     stack = contextlib.ExitStack()
@@ -188,19 +214,21 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextl
     if ctx.has(published.replace(".", "/") + ".py"):  # 0.5.20 on: the per-forward context, its attention backend
         module = importlib.import_module(published)  # a stand-in without pools (the KV cache is the split op's)
         pool = types.SimpleNamespace(dtype=torch.float8_e4m3fn)  # an FP8 KV cache: no fused KV write in rope
-        backend = types.SimpleNamespace(token_to_kv_pool=pool, req_to_token_pool=None)
+        backend = types.SimpleNamespace(token_to_kv_pool=pool, req_to_token_pool=None, use_mha=False,
+                                        prefill_attention_backend_str=chosen.attention_backend,
+                                        decode_attention_backend_str=chosen.attention_backend)
         previous = module.set_forward_context(module.ForwardContext(attn_backend=backend))
         stack.callback(module.set_forward_context, previous)
     for name, setter in FORWARD_CONTEXTS:
         if ctx.has(name.replace(".", "/") + ".py"):
             stack.enter_context(getattr(importlib.import_module(name), setter)(
-                batch, [layer.self_attn.attn], quant, [layer.mlp.experts], []))
+                batch, chosen.attention(layer), quant, chosen.moe_layers(layer), []))
             return stack
     msg = "no piecewise forward context in this release"
     raise LookupError(msg)
 
 
-def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
+def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
     forward_mode = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardMode
 
     class Batch:  # an EXTEND batch of 8 tokens; every other field None
@@ -212,23 +240,43 @@ def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
     batch.input_ids = torch.zeros(8, dtype=torch.int64)  # type: ignore[attr-defined]
     targets: list[str] = []
 
+    frames: set[str] = set()
+
     def backend(gm: Any, example_inputs: Any) -> Any:
         targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        frames.update(flashinfer_frames(gm))
         raise _Traced
 
     out: dict[str, Any] = {}
-    with piecewise_contexts(ctx, batch, layer, quant):
-        compiled = torch.compile(lambda p, h: layer(p, h, batch, None), fullgraph=True, backend=backend)
+    with piecewise_contexts(ctx, batch, layer, quant, chosen):
+        compiled = torch.compile(chosen.forward(layer, batch), fullgraph=True, backend=backend)
         try:
-            compiled(torch.arange(8), torch.randn(8, 256, dtype=torch.bfloat16))
+            compiled(torch.arange(8), torch.randn(8, getattr(layer, "hidden_size", None) or layer.config.hidden_size, dtype=torch.bfloat16))
         except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)
                 where = text.find("from user code:")  # dynamo's user stack: where in SGLang the trace gave up
                 out["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")
     out["whole"] = "error" not in out
+    out["flashinfer_frames"] = sorted(frames)
+    if chosen.stand_ins:
+        out["stand_ins"] = list(chosen.stand_ins)
     out["ops"] = sorted({t for t in targets if t.startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake."))})
     return out
+
+
+FRAME = re.compile(r'File "[^"]*[/\\](flashinfer[/\\][^"]*)", line \d+, in (\w+)')
+
+
+def flashinfer_frames(gm: Any) -> set[str]:
+    """FlashInfer's own Python that dynamo traced into: each graph node's user stack (its
+    stack_trace) through a file of the flashinfer package, as "target <- file:function". A FlashInfer
+    call inside an opaque op (SGLang's or the overlay's) leaves none; a raw one leaves its nodes here."""
+    found = set()
+    for node in gm.graph.nodes:
+        for path, function in FRAME.findall(node.meta.get("stack_trace") or ""):
+            found.add(f"{node.target} <- {path.replace(os.sep, '/')}:{function}")
+    return found
 
 
 class _Traced(Exception):
@@ -246,11 +294,12 @@ def _caused_by(exc: BaseException | None, kind: type) -> bool:
 def main() -> None:
     sglang_tree, flashinfer_tree, major, minor = sys.argv[1:5]
     backend = sys.argv[5] if len(sys.argv) > 5 else "flashinfer_cutlass"
+    chosen = model(sys.argv[6] if len(sys.argv) > 6 else DEFAULT)
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(os.getcwd(), "flashinfer-workspace"))
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
     try:
-        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend))
+        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend, chosen))
     except Exception:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
         result = {"setup_error": traceback.format_exc()[-2500:]}
     print(json.dumps(result))
