@@ -92,8 +92,9 @@ def test_sglangs_eager_piecewise_compiler_splits_and_compiles_it(trees: dict[str
 
 
 def test_sglangs_inductor_piecewise_compiler_compiles_it(trees: dict[str, Path], tmp_path: Path) -> None:
-    """--piecewise-cuda-graph-compiler inductor: AOT functionalization of the graph, the overlay's
-    fp8_blockscale_gemm_sm90 op (it writes into `out`) among its nodes."""
+    """--piecewise-cuda-graph-compiler inductor: AOT functionalization and inductor's lowering of the
+    graph, the overlay's fp8_blockscale_gemm_sm90 op (it writes into `out`) among its nodes (SGLang
+    0.5.11's dummy shape env given what 0.5.16 gives it: whole_layer.inductor_shape_env)."""
     result = traced(trees["sglang-patched"], trees["patched"], tmp_path, "inductor")
     assert result["whole"] and result.get("compiled") == "inductor", result.get("error")
 
