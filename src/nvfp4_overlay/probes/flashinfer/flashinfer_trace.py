@@ -8,7 +8,8 @@ cases (probes/flashinfer/cases.py):
 - ``eager``: the outputs (shape, stride, dtype) of an eager call, the kernel launches it made and
   the AutoTuner's tactic choices (serving_stubs records each with whether dynamo was tracing);
 - ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
-  ``torch.compile(fullgraph=True)``: the error (its kind, first line, the builtin dynamo gave up
+  ``torch.compile(fullgraph=True)``, the graph through AOT autograd's functionalization as
+  ``aot_eager`` and ``inductor`` take it (compile_calls): the error (its kind, first line, the builtin dynamo gave up
   on, dynamo's user stack as file:function), or the graph's call_function targets, the op's fake
   outputs as dynamo saw them (the graph's output meta; a tensor the caller passed and gets back,
   ``output=``, as it was passed), the outputs, launches and tactic choices of the compiled run;
