@@ -2,7 +2,7 @@
 
 import functools
 from dataclasses import dataclass
-from typing import AbstractSet, Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -36,15 +36,20 @@ class Result:
     def handed_back(self, names: Sequence[str]) -> Dict[str, Tuple[int, ...]]:
         """The parameters (of names) upstream hands back, each with where it is in the result (its
         indices from the top: () when the result is the parameter itself)."""
-        found: Dict[str, Tuple[int, ...]] = {}
-        _walk(self.tree, (), lambda node, where: node in names and found.setdefault(node, where))
-        return found
+        return {node: where for node, where in _leaves(self.tree, ()) if node in names}
 
     def fresh_count(self, names: Sequence[str]) -> int:
         """How many tensors the op returns fresh when every parameter handed back is given."""
-        leaves: List[Any] = []
-        _walk(self.tree, (), lambda node, where: node not in names and leaves.append(node))
-        return len(leaves)
+        return sum(1 for node, _ in _leaves(self.tree, ()) if node not in names)
+
+
+def _leaves(node: Any, where: Tuple[int, ...]) -> Iterator[Tuple[str, Tuple[int, ...]]]:
+    """Each leaf of a parsed result ("Tensor", "float" or a parameter's name) with its indices."""
+    if isinstance(node, tuple):
+        for i, child in enumerate(node[1]):
+            yield from _leaves(child, (*where, i))
+    else:
+        yield node, where
 
 
 def fixed_form(result: Result, names: Sequence[str], mutates: AbstractSet[str], variants: bool) -> Optional[int]:
@@ -78,14 +83,6 @@ def shaped(form: Optional[int], fresh: List[Any]) -> Any:
         raise RuntimeError(f"nvfp4-overlay: {len(fresh)} fresh tensors where the op returns {form}: "
                            "a parameter upstream hands back was None (the traced path allocates it)")
     return None if form == 0 else fresh[0] if form == 1 else tuple(fresh)
-
-
-def _walk(node: Any, where: Tuple[int, ...], visit: Any) -> None:
-    if isinstance(node, tuple):
-        for i, child in enumerate(node[1]):
-            _walk(child, (*where, i), visit)
-    else:
-        visit(node, where)
 
 
 @functools.lru_cache(maxsize=None)
