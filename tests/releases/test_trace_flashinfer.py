@@ -293,7 +293,9 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
     """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
     every entry point, on both GPUs (the first case of each)."""
     broken = tmp_path / "broken"
-    shutil.copytree(wheel_tree("flashinfer-python", release), broken)
+    # the tree's .workspace (a probe's JIT workspace, made when this process probed the tree) holds links
+    # to wheel data the tree does not unpack: the broken tree gets a workspace of its own
+    shutil.copytree(wheel_tree("flashinfer-python", release), broken, ignore=shutil.ignore_patterns(".workspace"))
     fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
     fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ALLOCATING))
     upstream, patched = release_oracle.sides(release)
