@@ -128,12 +128,26 @@ def child(side: str, site: str, compiler: str) -> dict[str, Any]:
     return out
 
 
+def inductor_shape_env() -> None:
+    """SGLang 0.5.16's own fix, where 0.5.11 lacks it: its InductorAdaptor hands inductor a dummy shape
+    env (AlwaysHitShapeEnv) that a newer torch's FX-graph cache reads `var_to_hint_override` from
+    (torch 2.13: AttributeError). 0.5.16 gives the dummy an empty one; a torch that never reads it is
+    unaffected."""
+    from sglang.srt.compilation import compiler_interface
+
+    shape_env = getattr(compiler_interface, "AlwaysHitShapeEnv", None)
+    if shape_env is not None and not hasattr(shape_env, "var_to_hint_override"):
+        shape_env.var_to_hint_override = {}
+
+
 def piecewise(runner: Runner, eager: dict[Any, Any], compiler: str, out: dict[str, Any]) -> None:
     import sglang.srt.compilation.piecewise_context_manager as pcm
     from sglang.srt.compilation.backend import SGLangBackend
     from sglang.srt.compilation.compilation_config import CompilationConfig
     from sglang.srt.compilation.compilation_counter import compilation_counter
     from sglang.srt.compilation.compile import install_torch_compiled
+
+    inductor_shape_env()
 
     config, pool = CompilationConfig(list(SIZES), compiler), torch.cuda.graph_pool_handle()
     graphs: list[list[str]] = []
@@ -181,6 +195,7 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
     result: dict[str, Any] = {"bodies": built.bodies, "stand_ins": sorted(built.stubbed)}
     if compiler:
         importlib.import_module("sglang.srt.server_args").get_global_server_args().piecewise_cuda_graph_compiler = compiler
+        inductor_shape_env()
 
     def backend(graph: Any, example_inputs: Any) -> Any:
         graphs.append(ops(graph))

@@ -5,8 +5,8 @@ Triton MoE, torch_native attention), built by the proof's own code with SM90 fak
 install_torch_compiled(fullgraph=True) and piecewise context managers: the patched stack traces whole
 (FlashInfer's fp8_blockscale_gemm_sm90 one opaque op of the overlay's, beside SGLang's split and MoE
 ops and the proof's kernel bodies) and SGLang's own backend splits and compiles it with its default
-`eager` piecewise compiler; with `inductor` it fails (a known defect, xfail strict: the overlay op's
-schema); the upstream stack fails in FlashInfer's JIT loader, and a control that removes that one
+`eager` piecewise compiler and with `inductor` (whose AOT functionalization takes the overlay's op: a
+mutating op returns a fixed form, not Tensor[]); the upstream stack fails in FlashInfer's JIT loader, and a control that removes that one
 route from the patched FlashInfer fails again. The torch bodies the proof gives
 sgl-kernel's ops compute what the kernels do (moe_align_block_size against a loop over its contract).
 """
@@ -91,10 +91,10 @@ def test_sglangs_eager_piecewise_compiler_splits_and_compiles_it(trees: dict[str
     assert result["whole"] and result.get("compiled") == "eager", result.get("error")
 
 
-@pytest.mark.xfail(strict=True, reason="the overlay's fp8_blockscale_gemm_sm90 op declares `Tensor(a!)? out` and returns "
-                   "Tensor[]: AOT functionalization (inductor) refuses it; seen on the H200 too "
-                   "(proofs/gpu/results/gpu_whole_layer_proof.json)")
 def test_sglangs_inductor_piecewise_compiler_compiles_it(trees: dict[str, Path], tmp_path: Path) -> None:
+    """--piecewise-cuda-graph-compiler inductor: AOT functionalization and inductor's lowering of the
+    graph, the overlay's fp8_blockscale_gemm_sm90 op (it writes into `out`) among its nodes (SGLang
+    0.5.11's dummy shape env given what 0.5.16 gives it: whole_layer.inductor_shape_env)."""
     result = traced(trees["sglang-patched"], trees["patched"], tmp_path, "inductor")
     assert result["whole"] and result.get("compiled") == "inductor", result.get("error")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import functools
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any, List, Optional, Union
@@ -95,7 +96,8 @@ def _entries(entries: Any) -> dict[str, tuple[Callable[..., Any], Any]]:
             routes={"backend": frozenset({"cuda", "auto"}), "batch_invariant": frozenset({False})},
             when=lambda values: values["sf_vec_size"] != 32)),
         "traced_path_moe": (moe, E(
-            returns="[output, Tensor]", fake=lambda hidden: [torch.empty(1)] * 2,
+            # 0-dim: the output it allocates for output=None compares equal on both sides (_same)
+            returns="[output, Tensor]", fake=lambda hidden: [torch.tensor(7.0), torch.tensor(8.0)],
             inert=frozenset({"top_k", "output", "scales", "layout"}), mutates=frozenset({"output"}),
             routes={"do_finalize": frozenset({True})},
             codecs={"scales": entries.TENSOR_LIST_OR_NONE, "layout": layout})),
@@ -139,20 +141,38 @@ def reference(plan: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: 
                 and all(values[k] in v for k, v in entry.routes.items() if k in values)
                 and all(ok(values[n]) for n, ok in plan.accepts.items())
                 and (entry.when is None or entry.when(values))):
+            allocate(plan, values)
             fresh = op(*[plan.encode[n](values[n]) if n in plan.encode else values[n] for n in names])
+            fresh = fresh if plan.form is None else [] if fresh is None else [fresh] if plan.form == 1 else list(fresh)
             return assemble(entry.result_for(values), values, fresh)
     return UPSTREAM
 
 
+def allocate(plan: Any, values: dict[str, Any]) -> None:
+    """A mutating op returns a fixed form: a parameter upstream hands back that the call left None is
+    allocated by the fake (its tensor at the parameter's place in upstream's result) and given to the op."""
+    if plan.form is None:
+        return
+    reads = [n for n in inspect.signature(plan.entry.fake).parameters if n in plan.names]
+    for name, where in plan.entry.result.handed_back(plan.names).items():
+        if values[name] is None:
+            leaf = plan.entry.fake(**{n: values[n] for n in reads})
+            for i in where:
+                leaf = leaf[i]
+            values[name] = leaf
+
+
 class Recorder:
-    """The op: records its arguments, returns fresh 0-dim float64 tensors (a float node reads one)."""
+    """The op: records its arguments, returns fresh 0-dim float64 tensors (a float node reads one): a
+    list of `count`, or in a mutating op's fixed form (`form` of them: None, one tensor, a tuple)."""
 
-    def __init__(self, count: int) -> None:
-        self.count, self.calls = count, []  # type: ignore[var-annotated]
+    def __init__(self, count: int, form: int | None = None) -> None:
+        self.count, self.form, self.calls = count, form, []  # type: ignore[var-annotated]
 
-    def __call__(self, *args: Any) -> list[torch.Tensor]:
+    def __call__(self, *args: Any) -> Any:
         self.calls.append(args)
-        return [torch.tensor(float(i), dtype=torch.float64) for i in range(self.count)]
+        fresh = [torch.tensor(float(i), dtype=torch.float64) for i in range(self.count if self.form is None else self.form)]
+        return fresh if self.form is None else None if self.form == 0 else fresh[0] if self.form == 1 else tuple(fresh)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -169,7 +189,7 @@ def both(overlay: Any, plan: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     out = []
     for run in (lambda op: reference(plan, op, args, kwargs),
                 lambda op: overlay._traced_path(dataclasses.replace(plan, op=op))(*args, **kwargs)):
-        op = Recorder(4)
+        op = Recorder(4, plan.form)
         try:
             result = run(op)
         except Exception as exc:  # noqa: BLE001 - the same refusal on both sides is a result too
@@ -249,6 +269,10 @@ def test_every_form_is_drawn(overlay: Any, plans: dict[str, Any]) -> None:
     out = torch.ones(3)
     moe_result = both(overlay, plans["traced_path_moe"], (T, 2), {"output": out})[1][0]
     assert moe_result[0] is out and isinstance(moe_result[1], torch.Tensor)
+    (allocated, fresh), (call,) = both(overlay, plans["traced_path_moe"], (T, 2), {})[1]  # output=None
+    assert allocated is call[2] and allocated.item() == 7.0 and fresh.item() == 0.0  # the fake's, given to the op
+    assert plans["traced_path_moe"].form == 1 and plans["traced_path_norm"].form == 0
+    assert plans["traced_path_quantize"].form is None  # mutates nothing: Tensor[]
     nested = both(overlay, plans["traced_path_paged"], (T, T), {})[1][0]
     assert isinstance(nested[0], tuple) and type(nested[1]) is float
     assert both(overlay, plans["traced_path_norm"], (T, T, 0.5), {"skip_check": True})[1][0] is None

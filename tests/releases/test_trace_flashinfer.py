@@ -262,13 +262,16 @@ def _broken(fake):
 
     @functools.wraps(fake)  # the signature the overlay reads (what the fake takes) stays the fake's
     def broken(*args, **values):
-        return bend(fake(*args, **values))  # a tuple, a list ([output]), one tensor (mm_fp4's out), nested
+        given = [v for v in values.values() if v is not None]
+        return bend(fake(*args, **values), given)  # a tuple, a list ([output]), one tensor (mm_fp4's out), nested
     return broken
 
 
-def bend(out):
+def bend(out, given):
     if isinstance(out, (tuple, list)):
-        return type(out)(bend(t) for t in out)
+        return type(out)(bend(t, given) for t in out)
+    if any(out is g for g in given):  # a parameter handed back (out=) stays the one given: what the fake
+        return out                    # allocates is wrong, the traced path's allocation of it included
     return out.contiguous() if not out.is_contiguous() else out.reshape(-1) if out.dim() > 1 else out.reshape(1, -1)
 
 
@@ -277,6 +280,11 @@ for _name in {names!r}:
 """
 # The fakes that allocate (an in-place entry point's fake, fakes.nothing, allocates nothing to break).
 ALLOCATING = [n for n in ROUTED if n not in ("rmsnorm_quant", "fused_add_rmsnorm_quant", "tinygemm_bf16")]
+# Those that hand back a parameter the op writes into (out=, output=): for a call that leaves it None,
+# the traced path allocates it with the fake, and upstream's own check of a given out may refuse a wrong
+# allocation when the graph runs (a compiled run that fails) before the outputs are compared.
+HANDED_BACK = ("trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe", "mm_fp4",
+               "fp8_blockscale_gemm_sm90")
 
 
 @pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
@@ -285,7 +293,9 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
     """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
     every entry point, on both GPUs (the first case of each)."""
     broken = tmp_path / "broken"
-    shutil.copytree(wheel_tree("flashinfer-python", release), broken)
+    # the tree's .workspace (a probe's JIT workspace, made when this process probed the tree) holds links
+    # to wheel data the tree does not unpack: the broken tree gets a workspace of its own
+    shutil.copytree(wheel_tree("flashinfer-python", release), broken, ignore=shutil.ignore_patterns(".workspace"))
     fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
     fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ALLOCATING))
     upstream, patched = release_oracle.sides(release)
@@ -296,8 +306,9 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
     problems = behaviour.trace_problems(release, found, ROUTED)
     for name in ALLOCATING:
         for gpu in cases.kernel_gpus(name, GPUS):  # where a call reaches the fake (SM90 alone for the FP8 GEMM)
-            assert any(f"sm{gpu.replace('.', '')}: {name} [" in p and "the fake gives" in p for p in problems), \
-                (name, gpu)
+            mine = [p for p in problems if f"sm{gpu.replace('.', '')}: {name} [" in p]
+            assert any("the fake gives" in p or name in HANDED_BACK and "does not compile" in p and "shape" in p
+                       for p in mine), (name, gpu, mine)
 
 
 @pytest.mark.parametrize("release", by_release(RELEASES[:1]))

@@ -13,7 +13,9 @@ and their schema types come from the release's own signature; only these stay de
   PDL, a tactic hint); every other parameter of the release's signature must be read by the fake or
   routed on, or the entry point is not routed;
 - since: parameters the fake reads that older releases lack, with the release that added them;
-- mutates: parameters upstream writes into (``out``, a residual): the op declares them mutated;
+- mutates: parameters upstream writes into (``out``, a residual): the op declares them mutated and
+  returns a fixed form (results.fixed_form); one upstream hands back that a call leaves None the
+  traced path allocates with the fake, so a mutating entry point has no variants;
 - routes: parameter -> the values that take the op while tracing (the others stay upstream's
   path, e.g. the experimental cute-dsl backend, whose outputs no fake here is proven for);
 - codecs: parameters whose values no schema type carries, with upstream's own encoding (codecs.py);

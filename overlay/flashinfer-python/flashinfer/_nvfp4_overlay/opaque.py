@@ -18,12 +18,18 @@ against its own enum) takes upstream's path.
 
 What upstream returns is declared in entries.py (``returns``): fresh tensors, or a parameter
 upstream hands back when the caller passed one (``out=``, ``output=``). The op returns the fresh
-tensors only (``Tensor[]``: an op's output may not alias its input) and writes in place into the
-parameters entries.py says it mutates (``mutates``: ``out``, a residual), declared in its schema;
-the wrapper puts upstream's result back together. The fake reads only the parameters it names;
-every other parameter of the signature must be declared in entries.py as not shaping the outputs
-(``inert``), or the entry point is not routed (a parameter a new release adds is a refusal, never
-passed by silently).
+tensors only (an op's output may not alias its input) and writes in place into the parameters
+entries.py says it mutates (``mutates``: ``out``, a residual), declared in its schema; the wrapper
+puts upstream's result back together. An op that mutates nothing returns ``Tensor[]`` (a variant
+may add a tensor). An op that mutates a parameter returns a fixed form (``()``, ``Tensor``, a tuple):
+AOT autograd's functionalization (inductor, aot_eager) refuses a mutating custom op that returns
+``Tensor[]``. So that its count is fixed, the op always receives the parameter upstream hands back:
+for a call that leaves it None, the traced path allocates it with the entry's fake, which allocates
+as upstream's wrapper does (tests/releases/test_trace_flashinfer.py holds it to that), and upstream's
+function, when the graph runs, writes into it (upstream's own check of a given ``out`` passes).
+The fake reads only the parameters it names; every other parameter of the signature must be
+declared in entries.py as not shaping the outputs (``inert``), or the entry point is not routed (a
+parameter a new release adds is a refusal, never passed by silently).
 
 What dynamo traces of a routed call is a function written for the entry point when it is routed
 (_traced_path): it binds the call by upstream's signature and checks, encodes and reassembles with
@@ -42,7 +48,7 @@ import torch
 from packaging.version import Version
 
 from .entries import ENTRIES, Entry
-from .results import _parse
+from .results import _parse, fixed_form, schema_returns, shaped
 from .fakes import RELEASE
 
 NAMESPACE = "nvfp4_overlay"
@@ -76,6 +82,7 @@ class _Plan:
     encode: Mapping[str, Callable[[Any], Any]]
     accepts: Mapping[str, Callable[[Any], bool]]  # per parameter: can the op carry this value?
     op: Any
+    form: Optional[int] = None  # a mutating op: how many tensors it returns (None: Tensor[], any number)
 
     def wrapper(self) -> Callable[..., Any]:
         fn, traced = self.fn, _traced_path(self)
@@ -114,12 +121,13 @@ def _traced_path(plan: _Plan) -> Callable[..., Any]:
     generic binder, its generator expressions and the result's parser cost about 170 ms of tracing
     a call): this function binds the call by its own signature (upstream's, every required
     parameter defaulted to a marker), checks the routed values, the types the op takes and
-    entries.py's condition in the order the entry gives them, calls the op with each value encoded,
-    and puts upstream's result back together, with no call but the codecs', the condition's and
-    the op's. It returns _UPSTREAM for a call the op does not take: a value it cannot carry, a
-    parameter missing, one too many, or a keyword upstream does not know. Written as source and
-    compiled once when the entry point is routed, as dataclasses writes __init__: no library
-    writes a function for a signature.
+    entries.py's condition in the order the entry gives them, allocates with the fake a parameter a
+    mutating op hands back that the call left None, calls the op with each value encoded, and puts
+    upstream's result back together, with no call but the codecs', the condition's, the fake's (that
+    allocation) and the op's. It returns _UPSTREAM for a call the op does not take: a value it
+    cannot carry, a parameter missing, one too many, or a keyword upstream does not know. Written
+    as source and compiled once when the entry point is routed, as dataclasses writes __init__: no
+    library writes a function for a signature.
     """
     fn, entry, names = plan.fn, plan.entry, plan.names
     if any(n.startswith(_PREFIX) for n in names):
@@ -170,6 +178,13 @@ def _traced_path(plan: _Plan) -> Callable[..., Any]:
     if entry.when is not None:
         values = ", ".join(f"{n!r}: {n}" for n in names)
         body += [f"if not {_PREFIX}when({{{values}}}):", f"    {refuse}"]
+    allocated = plan.entry.result.handed_back(names) if plan.form is not None else {}
+    if allocated:
+        scope[f"{_PREFIX}fake"] = entry.fake
+        reads = ", ".join(f"{n}={n}" for n in inspect.signature(entry.fake).parameters if n in names)
+        for name, where in allocated.items():
+            body += [f"if {name} is None:",
+                     f"    {name} = {_PREFIX}fake({reads}){''.join(f'[{i}]' for i in where)}"]
     arguments = []
     for name in names:
         if name in plan.encode:
@@ -177,15 +192,17 @@ def _traced_path(plan: _Plan) -> Callable[..., Any]:
             arguments.append(f"{_PREFIX}encode_{name}({name})")
         else:
             arguments.append(name)
-    body.append(f"{_PREFIX}fresh = {_PREFIX}op({', '.join(arguments)})")
+    call = f"{_PREFIX}op({', '.join(arguments)})"
+    body += ([call, f"{_PREFIX}fresh = ()"] if plan.form == 0 else [f"{_PREFIX}fresh = ({call},)"] if plan.form == 1
+             else [f"{_PREFIX}fresh = {call}"])
     for i, (name, by_value) in enumerate(entry.variants.items()):  # Entry.result_for, in its order
         if name not in names:
             continue
         for j, (value, returns) in enumerate(by_value.items()):
             scope[f"{_PREFIX}variant_{i}_{j}"] = frozenset([value])
             body += [f"if {name} in {_PREFIX}variant_{i}_{j}:",
-                     *("    " + line for line in _assembled(returns, names))]
-    body += _assembled(entry.returns, names)
+                     *("    " + line for line in _assembled(returns, names, allocated))]
+    body += _assembled(entry.returns, names, allocated)
     source = (f"def {_PREFIX}traced({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body))
     code = compile(source, f"<nvfp4-overlay: the traced path of {fn.__name__}>", "exec")
     exec(code, scope)  # noqa: S102 - our own source, written above from the signature and entries.py
@@ -197,21 +214,23 @@ def _traced_path(plan: _Plan) -> Callable[..., Any]:
 _MISSING = inspect.Parameter.empty  # a required parameter's default in the traced path
 
 
-def _assembled(returns: str, names: Sequence[str]) -> List[str]:
+def _assembled(returns: str, names: Sequence[str], allocated: Mapping[str, Any]) -> List[str]:
     """The lines that return upstream's result from the op's fresh tensors (Result.assemble, written out)."""
     tree = _parse(returns)
     if tree == ("tuple", ()):
         return ["return None"]
-    expression = _expression(tree, names)
+    expression = _expression(tree, names, allocated)
     return [f"{_PREFIX}tensors = iter({_PREFIX}fresh)", f"return {expression}"]
 
 
-def _expression(node: Any, names: Sequence[str]) -> str:
+def _expression(node: Any, names: Sequence[str], allocated: Mapping[str, Any]) -> str:
     if isinstance(node, tuple):
-        items = [_expression(child, names) for child in node[1]]
+        items = [_expression(child, names, allocated) for child in node[1]]
         return f"({''.join(i + ', ' for i in items)})" if node[0] == "tuple" else f"[{', '.join(items)}]"
     if node == "float":
         return f"next({_PREFIX}tensors).item()"  # upstream's own host read, made after the op
+    if node in allocated:  # the caller's, or what the traced path allocated for the op to write into
+        return node
     if node != "Tensor" and node in names:  # a parameter handed back when the caller passed one
         return f"({node} if {node} is not None else next({_PREFIX}tensors))"
     return f"next({_PREFIX}tensors)"
@@ -281,9 +300,10 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
     for n, t in zip(names, types):  # a tensor parameter takes a tensor; a codec's own check stands
         if n not in codecs and t.startswith("Tensor") and not t.rstrip("?").endswith("[]"):
             accepts[n] = _is_tensor_or_none if t.endswith("?") else _is_tensor
-    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> Tensor[]"
-    op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode)
-    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op)
+    form = fixed_form(entry.result, names, entry.mutates, bool(entry.variants))
+    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> {schema_returns(form)}"
+    op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode, form)
+    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op, form)
 
 
 def _is_tensor(value: Any) -> bool:
@@ -329,19 +349,19 @@ def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
 
 
 def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema: str,
-            decode: Mapping[str, Callable[[Any], Any]]) -> Any:
+            decode: Mapping[str, Callable[[Any], Any]], form: Optional[int]) -> Any:
     reads = tuple(inspect.signature(entry.fake).parameters)
 
     def real(*values: Any) -> Any:
         # Runs when the graph executes, where is_compiling() is False: upstream's own body.
         given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
-        return entry.result_for(given).fresh(given, fn(**given))
+        return shaped(form, entry.result_for(given).fresh(given, fn(**given)))
 
     def fake(*values: Any) -> Any:
         # Only what the fake reads is decoded: a codec may read a value (a host scale's .item())
         # that a fake tensor does not hold.
         given = {n: decode[n](v) if n in decode and n in reads else v for n, v in zip(names, values)}
-        return entry.result_for(given).fresh(given, entry.fake(**{n: given[n] for n in reads if n in given}))
+        return shaped(form, entry.result_for(given).fresh(given, entry.fake(**{n: given[n] for n in reads if n in given})))
 
     op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real,
                                  mutates_args=tuple(n for n in names if n in entry.mutates), schema=schema)

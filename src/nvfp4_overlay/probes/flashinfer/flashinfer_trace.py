@@ -8,7 +8,8 @@ cases (probes/flashinfer/cases.py):
 - ``eager``: the outputs (shape, stride, dtype) of an eager call, the kernel launches it made and
   the AutoTuner's tactic choices (serving_stubs records each with whether dynamo was tracing);
 - ``compiled`` (every case of a patched tree, the first of each entry point of an upstream one):
-  ``torch.compile(fullgraph=True)``: the error (its kind, first line, the builtin dynamo gave up
+  ``torch.compile(fullgraph=True)``, the graph through AOT autograd's functionalization as
+  ``aot_eager`` and ``inductor`` take it (compile_calls): the error (its kind, first line, the builtin dynamo gave up
   on, dynamo's user stack as file:function), or the graph's call_function targets, the op's fake
   outputs as dynamo saw them (the graph's output meta; a tensor the caller passed and gets back,
   ``output=``, as it was passed), the outputs, launches and tactic choices of the compiled run;
@@ -43,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._dynamo.backends.debugging import boxed_nop
+from torch._functorch.aot_autograd import aot_module_simplified
 
 from nvfp4_overlay.probes import forking, io_audit, stdio
 from nvfp4_overlay.probes.capability import fake_capability
@@ -240,7 +243,13 @@ def run_gpu(entries: dict[str, Any], made: dict[str, list[tuple[str, Any]]], box
 
 def compile_calls(group: list[Call], box: Box, tree: str,
                   eager: dict[tuple[str, str], dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """torch.compile(fullgraph=True) of one function that makes every call of the group, run once."""
+    """torch.compile(fullgraph=True) of one function that makes every call of the group, run once.
+
+    The backend records dynamo's graph and hands it to AOT autograd (aot_module_simplified), whose
+    functionalization every compiler but dynamo's own ``eager`` runs first (``aot_eager``,
+    ``inductor``, SGLang's piecewise ``inductor``): an op whose schema it refuses fails the group
+    here. The functional graph it makes is the one that runs, as it is (aot_eager's compiler).
+    """
     inputs = [make(torch) for _, _, _, make in group]
     flat = [a for args, _ in inputs for a in args]
     spans: list[tuple[Any, int, int, dict[str, Any]]] = []  # (fn, first positional input, how many, keywords)
@@ -256,10 +265,10 @@ def compile_calls(group: list[Call], box: Box, tree: str,
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
         # each op call's fresh outputs as its fake gave them (a parameter handed back, `out=`, is no
         # output of the graph: the compiled function returns its input)
-        fresh = [[describe(v) for v in _as_list(n.meta.get("example_value"))] for n in gm.graph.nodes
+        fresh = [[describe(v) for v in _made(n)] for n in gm.graph.nodes
                  if n.op == "call_function" and str(n.target).startswith(OP_PREFIX)]
         graphs.append({"targets": targets, "fake_outputs": [describe(v) for v in vals], "fresh": fresh})
-        return gm.forward
+        return aot_module_simplified(gm, example_inputs, fw_compiler=boxed_nop)
 
     def calls(*a: Any) -> list[Any]:
         return [fn(*a[first:first + n], **kwargs) for fn, first, n, kwargs in spans]
@@ -306,6 +315,16 @@ def compile_calls(group: list[Call], box: Box, tree: str,
     if launches:  # launches no eager call made: the last case gets them, and differs from its eager call
         out[ids[-1]]["launches"] = out[ids[-1]]["launches"] + launches
     return out
+
+
+def _made(node: Any) -> list[Any]:
+    """An op call's tensors as the trace made them: those the traced path allocated for a parameter
+    the op writes into (``out=None``: upstream hands back what it allocates, the op writes into what
+    the traced path allocated as upstream would), then the op's own fresh outputs, as its fake gave them."""
+    written = [a for a, arg in zip(node.args, node.target._schema.arguments)
+               if arg.alias_info is not None and arg.alias_info.is_write]
+    allocated = [a.meta.get("example_value") for a in written if hasattr(a, "op") and a.op != "placeholder"]
+    return allocated + _as_list(node.meta.get("example_value"))
 
 
 def _as_list(value: Any) -> list[Any]:
