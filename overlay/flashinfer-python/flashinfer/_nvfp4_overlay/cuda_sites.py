@@ -1,7 +1,7 @@
 """nvfp4-overlay: which FlashInfer calls get torch's CUDA release instead of upstream's answer.
 
 Data for cuda.py, rendered from patches/flashinfer-python/audit-cuda-versions.json (make docs;
-tests/releases/test_cuda_audit.py holds the two equal). A get_cuda_version() or is_cuda_version_at_least()
+tests/unit/test_cuda_scan.py holds the two equal). A get_cuda_version() or is_cuda_version_at_least()
 call gets what upstream answers (the toolkit's release) unless the call is in RUN_TIME. TOOLKIT names
 the calls the audit read and found nvcc-facing (they get upstream's answer and no warning); a
 FlashInfer call in neither table, also one inside a function that lists others, gets upstream's
