@@ -33,7 +33,8 @@ for _path in (ROOT / "src", ROOT / "tests" / "releases", HERE):
         sys.path.insert(0, str(_path))
 
 import sglang_bodies  # noqa: E402
-import sglang_layer_probe as probe  # noqa: E402 - the tiny config and the single-rank DP-attention globals
+import sglang_layer_models as models  # noqa: E402 - the tiny Qwen3-MoE config
+import sglang_layer_probe as probe  # noqa: E402 - the single-rank DP-attention globals
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_regions  # noqa: E402
 
@@ -160,7 +161,7 @@ def build(sglang_tree: str, flashinfer_tree: str, fake_cc: tuple[int, int] | Non
     torch.set_default_dtype(torch.bfloat16)  # the model's dtype, as SGLang's loader sets it while it builds
     try:
         with torch.device(device):
-            layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(probe.config(), 0, quant_config=quant,
+            layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(models.model("qwen3-moe").config(), 0, quant_config=quant,
                                                                          prefix="model.layers.0")
     finally:
         torch.set_default_dtype(default)
@@ -178,7 +179,7 @@ def build(sglang_tree: str, flashinfer_tree: str, fake_cc: tuple[int, int] | Non
 
 def _pools(device: str) -> tuple[Any, Any, Any]:
     memory = importlib.import_module("sglang.srt.mem_cache.memory_pool")
-    cfg = probe.config()
+    cfg = models.model("qwen3-moe").config()
     req_pool = memory.ReqToTokenPool(size=2, max_context_len=512, device=device, enable_memory_saver=False)
     kv_pool = memory.MHATokenToKVPool(size=512, page_size=1, dtype=torch.bfloat16, head_num=cfg.num_key_value_heads,
                                       head_dim=cfg.head_dim, layer_num=1, device=device, enable_memory_saver=False,
