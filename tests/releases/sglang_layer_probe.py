@@ -24,8 +24,11 @@ its JIT module then: a real nvcc job). docs/sglang-regions.md records what this 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import ctypes
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -43,6 +46,14 @@ from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_m
 
 Tensor = torch.Tensor
 MODEL = "sglang.srt.models.qwen3_moe"
+# SGLang modules the layer runs, imported for real (an import error is the probe's, not a stand-in)
+LAYER_NEEDS = ("sglang.srt.layers.communicator", "sglang.srt.layers.flashinfer_comm_fusion")
+# --enable-flashinfer-allreduce-fusion, as the releases set it: the flag, and from 0.5.14 the backend the
+# flag stands for (its server_args maps the deprecated flag to --flashinfer-allreduce-fusion-backend auto)
+ALLREDUCE_FUSION = {"enable_flashinfer_allreduce_fusion": True, "flashinfer_allreduce_fusion_backend": "auto"}
+# Where the communicator's gate of the fused all-reduce + RMSNorm lives: 0.5.8-0.5.20, then 0.5.21's
+FUSION_GATES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
+TOKENS, HIDDEN = 8, 256  # the prefill batch compiled, the model's hidden size
 
 
 def sgl_kernel_fakes(module: Any) -> None:
@@ -140,8 +151,19 @@ def single_rank_dp_attention() -> None:
         setattr(module, name, value)
 
 
-def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str) -> tuple[Any, ...]:
+def cuda_runtime() -> None:
+    """The CUDA runtime library loaded into the process, as a CUDA torch loads it on a server: FlashInfer's
+    flashinfer.comm (the all-reduce fusion SGLang imports) binds libcudart at import. From the toolkit of
+    CUDA_HOME (default /usr/local/cuda); none there, and the import fails as it does on a CPU."""
+    found = sorted(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64").glob("libcudart.so*"))
+    if found:
+        ctypes.CDLL(str(found[0]))
+
+
+def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str,
+          allreduce_fusion: bool) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
+    cuda_runtime()
     gpu = sglang_machine.FakeGpu(torch, cc, packages)
     gpu.setup()
     sys.path[:0] = [flashinfer_tree, sglang_tree]
@@ -151,11 +173,11 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     builds = sglang_machine.FlashInferBuilds()
     builds.stub()
     sgl_kernel_fakes(sglang_machine.sgl_kernel_ops(torch))
-    needs = sorted({*sglang_regions.NEEDED, MODEL})
+    needs = sorted({*sglang_regions.NEEDED, *LAYER_NEEDS, MODEL})
     sglang_imports.install_imports(sglang_tree, needs)
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
-    sglang_drivers.serve(ctx, backend)
+    sglang_drivers.serve(ctx, backend, ALLREDUCE_FUSION if allreduce_fusion else None)
     prefill_graph_config(ctx)
     single_rank_dp_attention()
     quant = sglang_drivers.modelopt_fp4_config(ctx)
@@ -193,46 +215,97 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any) -> contextl
         stack.callback(module.set_forward_context, previous)
     for name, setter in FORWARD_CONTEXTS:
         if ctx.has(name.replace(".", "/") + ".py"):
-            stack.enter_context(getattr(importlib.import_module(name), setter)(
-                batch, [layer.self_attn.attn], quant, [layer.mlp.experts], []))
+            setter_fn = getattr(importlib.import_module(name), setter)
+            given = (batch, [layer.self_attn.attn], quant, [layer.mlp.experts], [])  # 0.5.8-0.5.9: no MoE fusions
+            stack.enter_context(setter_fn(*given[:len(inspect.signature(setter_fn).parameters)]))
             return stack
     msg = "no piecewise forward context in this release"
     raise LookupError(msg)
 
 
-def trace(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
+def fake_gpu_inlined() -> None:
+    """Dynamo inlines the faked torch.cuda.is_available and device_count (which answer the faked GPU while
+    traced) instead of taking them, by name, for torch functions run in the graph; SGLang's is_cuda()
+    is traced from 0.5.20 on."""
+    rules = importlib.import_module("torch._dynamo.trace_rules").get_torch_obj_rule_map()  # built lazily
+    for fake in (torch.cuda.is_available, torch.cuda.device_count):
+        rules.pop(fake, None)
+
+
+def extend_batch(tokens: int) -> Any:
+    """An EXTEND batch of `tokens` tokens, as the runner's warmup_compile makes for a prefill; every other
+    field None."""
     forward_mode = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardMode
 
-    class Batch:  # an EXTEND batch of 8 tokens; every other field None
+    class Batch:
         def __getattr__(self, name: str) -> Any:
             return None
 
     batch = Batch()
     batch.forward_mode = forward_mode.EXTEND  # type: ignore[attr-defined]
-    batch.input_ids = torch.zeros(8, dtype=torch.int64)  # type: ignore[attr-defined]
-    targets: list[str] = []
+    batch.input_ids = torch.zeros(tokens, dtype=torch.int64)  # type: ignore[attr-defined]
+    return batch
 
-    def backend(gm: Any, example_inputs: Any) -> Any:
-        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+
+def one_rank_world(scratch: str) -> None:
+    """torch.distributed of one rank (gloo, a file store): SGLangBackend asks its rank when it writes the graph."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        store = dist.FileStore(os.path.join(scratch, "dist-store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+
+def compile_layer(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
+    """SGLang's own piecewise compile of the layer, as its runner drives it for a prefill: the release's
+    CompilationConfig (the server's default compiler, eager: no inductor), install_torch_compiled
+    (fullgraph=True) over the module, its trampoline entered inside the piecewise contexts, and SGLang's
+    own SGLangBackend splitting the graph at its registered split ops and compiling each piece. The
+    compiled graph is not run (the routed ops would build their CUDA modules then)."""
+    compilation = importlib.import_module("sglang.srt.compilation.compile")
+    config = importlib.import_module("sglang.srt.compilation.compilation_config").CompilationConfig([TOKENS])
+    sglang_backend = importlib.import_module("sglang.srt.compilation.backend").SGLangBackend
+    one_rank_world(os.getcwd())
+    fake_gpu_inlined()  # after init_process_group, which clears dynamo's rule maps
+    os.environ["SGLANG_CACHE_DIR"] = os.path.join(os.getcwd(), "sglang-cache")
+    backends: list[Any] = []
+
+    def backend_factory(gm: Any, example_inputs: Any) -> Any:  # install_torch_compiled's own, kept to be read
+        backends.append(sglang_backend(config, graph_pool=object()))  # no CUDA graph pool: nothing is captured
+        backends[-1](gm, example_inputs)
         raise _Traced
 
-    out: dict[str, Any] = {}
+    compilation.install_torch_compiled(layer, fullgraph=True, compile_config=config, graph_pool=object(),
+                                       backend_factory=backend_factory)
+    batch = extend_batch(TOKENS)
+    out: dict[str, Any] = {"compiler": config.compiler, "split_ops": sorted(config.split_ops)}
     with piecewise_contexts(ctx, batch, layer, quant):
-        compiled = torch.compile(lambda p, h: layer(p, h, batch, None), fullgraph=True, backend=backend)
         try:
-            compiled(torch.arange(8), torch.randn(8, 256, dtype=torch.bfloat16))
-        except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
+            layer(torch.arange(TOKENS), torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16), batch, None)
+        except Exception as exc:  # noqa: BLE001 - the compile's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)
                 where = text.find("from user code:")  # dynamo's user stack: where in SGLang the trace gave up
                 out["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")
-    out["whole"] = "error" not in out
-    out["ops"] = sorted({t for t in targets if t.startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake."))})
+    out["whole"] = "error" not in out and bool(backends)
+    out["pieces"] = [{"split": item.is_splitting_graph, "ops": _custom_ops(item.graph)}
+                     for item in (backends[0].piecewise_graphs if backends else [])]
+    out["ops"] = sorted({op for piece in out["pieces"] for op in piece["ops"]})
     return out
 
 
+def _custom_ops(graph_module: Any) -> list[str]:
+    """The custom ops of a graph, in order: SGLang's, the overlay's, FlashInfer's, the sgl-kernel fakes'."""
+    targets = (str(n.target) for n in graph_module.graph.nodes if n.op == "call_function")
+    return list(dict.fromkeys(t for t in targets if t.startswith(OWNERS)))
+
+
+OWNERS = ("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake.")
+
+
 class _Traced(Exception):
-    """The backend's stop: the graph is recorded, the compiled run (the JIT build of a real kernel) is not made."""
+    """The stop after SGLangBackend has split and compiled the graph: the compiled run (the JIT build of a real
+    kernel) is not made."""
 
 
 def _caused_by(exc: BaseException | None, kind: type) -> bool:
@@ -243,14 +316,38 @@ def _caused_by(exc: BaseException | None, kind: type) -> bool:
     return False
 
 
+def fusion_applies(ctx: Any) -> bool | None:
+    """Whether the layer's communicator takes its fused all-reduce + RMSNorm branch for this batch (the
+    release's own gate, SM90/SM100 only); None where the release has no such gate."""
+    for name in FUSION_GATES:
+        if ctx.has(name.replace(".", "/") + ".py"):
+            gate = getattr(importlib.import_module(name), "apply_flashinfer_allreduce_fusion", None)
+            if gate is not None:
+                return bool(gate(TOKENS))
+    return None
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sglang_tree")
+    parser.add_argument("flashinfer_tree")
+    parser.add_argument("major", type=int)
+    parser.add_argument("minor", type=int)
+    parser.add_argument("backend", nargs="?", default="flashinfer_cutlass", help="--moe-runner-backend")
+    parser.add_argument("--allreduce-fusion", action="store_true", help="--enable-flashinfer-allreduce-fusion")
+    return parser.parse_args(argv)
+
+
 def main() -> None:
-    sglang_tree, flashinfer_tree, major, minor = sys.argv[1:5]
-    backend = sys.argv[5] if len(sys.argv) > 5 else "flashinfer_cutlass"
+    args = arguments(sys.argv[1:])
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(os.getcwd(), "flashinfer-workspace"))
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
     try:
-        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend))
+        built = build(args.sglang_tree, args.flashinfer_tree, (args.major, args.minor), args.backend,
+                      args.allreduce_fusion)
+        fused = fusion_applies(built[0])
+        result = {**compile_layer(*built), "allreduce_fusion": fused}
     except Exception:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
         result = {"setup_error": traceback.format_exc()[-2500:]}
     print(json.dumps(result))
