@@ -106,12 +106,43 @@ def sgl_kernel_fakes(module: Any) -> None:
                          is_neox: bool) -> None:
         ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
 
+    def apply_rope_with_cos_sin_cache_inplace(positions: Tensor, query: Tensor, key: Tensor, head_size: int,
+                                              cos_sin_cache: Tensor, is_neox: bool = True, **kwargs: Any) -> None:
+        ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)  # 0.5.8's rope
+
     def topk_softmax(topk_weights: Tensor, topk_ids: Tensor, gating_output: Tensor, renormalize: bool = False,
                      *args: Any, **kwargs: Any) -> None:
         ops.topk_softmax(topk_weights, topk_ids, gating_output, renormalize)
 
-    for fn in (rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding, topk_softmax):
+    for fn in (rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding, apply_rope_with_cos_sin_cache_inplace,
+               topk_softmax):
         setattr(module, fn.__name__, fn)
+
+
+# SGLang's triton router (0.5.15 on, the CUDA top-k of a softmax MoE gate): where each release keeps it
+MOE_FUSED_GATE = ("sglang.jit_kernel.moe_fused_gate", "sglang.kernels.ops.moe.moe_fused_gate")
+
+
+def jit_topk_fake(ctx: Any) -> None:
+    """SGLang's triton router `moe_fused_gate` (triton absent here) as an opaque custom op with a fake, on
+    the module the top-k imports it from while traced: the softmax top-k, computed on the CPU."""
+    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
+    def _gate(scores: Tensor, topk: int, renormalize: bool) -> tuple[Tensor, Tensor]:
+        weights, ids = torch.topk(scores.float().softmax(-1), topk, dim=-1)
+        return (weights / weights.sum(-1, keepdim=True) if renormalize else weights), ids.to(torch.int32)
+
+    _gate.register_fake(lambda scores, topk, renormalize: (
+        scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
+        scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
+
+    def moe_fused_gate(scores: Tensor, bias: Any, topk: int, scoring_func: str = "sigmoid",
+                       num_fused_shared_experts: int = 0, renormalize: bool = True, *args: Any,
+                       **kwargs: Any) -> tuple[Tensor, Tensor]:
+        return torch.ops.sglfake.moe_fused_gate(scores, topk, renormalize)  # type: ignore[no-any-return]
+
+    for name in MOE_FUSED_GATE:
+        if ctx.has(name.replace(".", "/") + ".py"):
+            importlib.import_module(name).moe_fused_gate = moe_fused_gate
 
 
 def config() -> Any:
@@ -179,6 +210,7 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
     sglang_drivers.serve(ctx, backend, ALLREDUCE_FUSION if allreduce_fusion else None)
     prefill_graph_config(ctx)
+    jit_topk_fake(ctx)
     single_rank_dp_attention()
     quant = sglang_drivers.modelopt_fp4_config(ctx)
     layer = importlib.import_module(MODEL).Qwen3MoeDecoderLayer(config(), 0, quant_config=quant,
@@ -232,6 +264,17 @@ def fake_gpu_inlined() -> None:
         rules.pop(fake, None)
 
 
+def decode_graphs_asked(ctx: Any) -> None:
+    """What the server's decode CUDA graphs (captured before the piecewise prefill graphs: init_device_graphs
+    runs first) have asked eagerly: SGLang's cache_once check of its JIT QK-norm kernel, which dynamo then
+    reads from the cache (0.5.8-0.5.9 trace into it otherwise). The kernel is not built here (its C++
+    sources are not unpacked), so the check answers False and the layer takes the unfused QK norm."""
+    if ctx.has("sglang/jit_kernel/norm.py"):
+        check = getattr(importlib.import_module("sglang.jit_kernel.norm"), "can_use_fused_inplace_qknorm", None)
+        if check is not None:
+            check(config().head_dim, torch.bfloat16)
+
+
 def extend_batch(tokens: int) -> Any:
     """An EXTEND batch of `tokens` tokens, as the runner's warmup_compile makes for a prefill; every other
     field None."""
@@ -267,6 +310,7 @@ def compile_layer(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
     sglang_backend = importlib.import_module("sglang.srt.compilation.backend").SGLangBackend
     one_rank_world(os.getcwd())
     fake_gpu_inlined()  # after init_process_group, which clears dynamo's rule maps
+    decode_graphs_asked(ctx)
     os.environ["SGLANG_CACHE_DIR"] = os.path.join(os.getcwd(), "sglang-cache")
     backends: list[Any] = []
 
@@ -279,7 +323,8 @@ def compile_layer(ctx: Any, layer: Any, quant: Any) -> dict[str, Any]:
                                        backend_factory=backend_factory)
     batch = extend_batch(TOKENS)
     out: dict[str, Any] = {"compiler": config.compiler, "split_ops": sorted(config.split_ops)}
-    with piecewise_contexts(ctx, batch, layer, quant):
+    compiling = getattr(compilation, "set_compiled", contextlib.nullcontext)  # 0.5.8-0.5.9: the runner's switch too
+    with piecewise_contexts(ctx, batch, layer, quant), compiling():
         try:
             layer(torch.arange(TOKENS), torch.randn(TOKENS, HIDDEN, dtype=torch.bfloat16), batch, None)
         except Exception as exc:  # noqa: BLE001 - the compile's end: ours (_Traced) or where dynamo gave up
@@ -300,7 +345,7 @@ def _custom_ops(graph_module: Any) -> list[str]:
     return list(dict.fromkeys(t for t in targets if t.startswith(OWNERS)))
 
 
-OWNERS = ("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake.")
+OWNERS = ("sglang.", "nvfp4_overlay.", "flashinfer.", "sgl_kernel.", "sglfake.")
 
 
 class _Traced(Exception):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,44 +25,61 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, cache_dir
+from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins
+from packaging.version import Version
+
+from nvfp4_overlay.oracle import probe_runner, sglang_layer, sglang_releases
+from nvfp4_overlay.wheel import fetch
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
 PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
 PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
                  "sglang/sglang_moe", "forking", "io_audit")
+# Every release with a fullgraph prefill path (tc_piecewise is gone from 0.5.22); `make test` runs the
+# default stack's and 0.5.20, `make test-releases` (NVFP4_OVERLAY_FULL=1) every one.
+RELEASES = {r.version: r for r in sglang_releases.audit_releases(PATCHES) if Version(r.version) <= Version("0.5.21")}
+ALWAYS = (default_sglang(), "0.5.20")
+PINS = sglang_flashinfer_pins()
 SM120, SM121, SM100 = (12, 0), (12, 1), (10, 0)
 BACKENDS = ("flashinfer_cutlass", "flashinfer_trtllm", "auto")
 FUSION = "--allreduce-fusion"  # --enable-flashinfer-allreduce-fusion
+# Why the upstream stack's layer fails, by release (read from the releases' code, held to the runs):
+# SGLang calls flashinfer.fp4_quantize raw in its ModelOpt linear on SM12x (FlashInfer's JIT loader then);
+# SGLang's own is_musa imports torchada under dynamo (patch 0004 of their series).
+RAW_FP4 = {v for v in RELEASES if Version(v) < Version("0.5.12")}
+IS_MUSA = {v for v in RELEASES if Version(v) >= Version("0.5.20")}
+# Releases whose layer the probe does not build yet, with why (their cases are expected to fail, strictly)
+NOT_BUILT = {"0.5.21": "0.5.21's layer_boundary factories need the server's boundary_reduction resolved "
+                       "(server-argument resolution the probe does not run) and its msgspec Layout made positionally"}
+TABLE = sglang_layer.load_table(PATCHES)
+WRITE = os.environ.get("NVFP4_OVERLAY_WRITE_LAYER") == "1"  # make sglang-layer-table: the runs become the table
 
 
-def _case(release: str, name: str, sglang: str, side: str, gpu: tuple[int, int], backend: str,
-          whole: bool, *extra: str, marks: Any = ()) -> Any:
-    """(release, SGLang tree, FlashInfer tree, GPU, MoE runner backend, probe options, compiled whole?)"""
-    return pytest.param(release, sglang, side, gpu, backend, extra, whole, id=f"{release}-{name}", marks=marks)
+def cases(release: str) -> list[Any]:
+    """(case id, SGLang tree, FlashInfer tree, GPU, MoE runner backend, probe options, compiled whole?)"""
+    upstream_whole = release not in RAW_FP4 and release not in IS_MUSA
+    found = [("upstream-sm120-flashinfer_cutlass", "upstream", "upstream", SM120, "flashinfer_cutlass", (),
+              upstream_whole),
+             ("upstream-sm100-flashinfer_cutlass", "upstream", "upstream", SM100, "flashinfer_cutlass", (),
+              release not in IS_MUSA)]
+    found += [(f"patched-{sglang_layer.gpu_name(gpu)}-{backend}", "patched", "patched", gpu, backend, (), True)
+              for gpu in (SM120, SM121, SM100) for backend in BACKENDS]
+    found += [(f"patched-{sglang_layer.gpu_name(gpu)}-flashinfer_cutlass-allreduce-fusion", "patched", "patched", gpu,
+               "flashinfer_cutlass", (FUSION,), True) for gpu in (SM100, SM120)]
+    if RELEASES[release].carried:  # the control of the SGLang series: its upstream SGLang over the patched FlashInfer
+        found.append(("upstream-sglang-patched-flashinfer-sm120-flashinfer_cutlass", "upstream", "patched", SM120,
+                      "flashinfer_cutlass", (), release not in IS_MUSA))
+    if release in RAW_FP4:  # the control of the FlashInfer series: fp4_quantize's route removed
+        found.append(("control-no-fp4-quantize-route-sm120-flashinfer_cutlass", "upstream", "control", SM120,
+                      "flashinfer_cutlass", (), False))
+    marks = [pytest.mark.xdist_group(f"sglang-layer-{release}")]
+    if release in NOT_BUILT:
+        marks.append(pytest.mark.xfail(strict=True, reason=NOT_BUILT[release]))
+    return [pytest.param(release, *case[1:], id=f"{release}-{case[0]}", marks=marks) for case in found]
 
 
-CASES = [
-    # The default stack (SGLang 0.5.11, flashinfer-python 0.6.8.post1): the report's crash on SM120
-    _case("0.5.11", "upstream-sm120", "upstream", "upstream", SM120, "flashinfer_cutlass", False),
-    *(_case("0.5.11", f"patched-sm{gpu[0]}{gpu[1]}-{backend}", "patched", "patched", gpu, backend, True)
-      for gpu in (SM120, SM121, SM100) for backend in BACKENDS),
-    _case("0.5.11", "patched-sm100-cutlass-allreduce-fusion", "patched", "patched", SM100, "flashinfer_cutlass", True,
-          FUSION),
-    _case("0.5.11", "patched-sm120-cutlass-allreduce-fusion", "patched", "patched", SM120, "flashinfer_cutlass", True,
-          FUSION),
-    _case("0.5.11", "upstream-sglang-patched-flashinfer-sm120", "upstream", "patched", SM120, "flashinfer_cutlass",
-          True),
-    _case("0.5.11", "control-no-fp4-quantize-route-sm120", "upstream", "control", SM120, "flashinfer_cutlass", False),
-    # 0.5.20 (flashinfer-python 0.6.18): SGLang's own is_musa breaks the upstream layer on every GPU
-    _case("0.5.20", "upstream-sm120", "upstream", "upstream", SM120, "flashinfer_cutlass", False),
-    _case("0.5.20", "upstream-sm100", "upstream", "upstream", SM100, "flashinfer_cutlass", False),
-    _case("0.5.20", "patched-sm120-cutlass", "patched", "patched", SM120, "flashinfer_cutlass", True,
-          marks=pytest.mark.xfail(strict=True, reason="past is_musa, the top-k's triton kernel (moe_fused_gate) "
-                                  "meets the triton stand-in: triton is not installed here")),
-]
-PINS = {"0.5.11": "0.6.8.post1", "0.5.20": "0.6.18"}
+CASES = [c for v in RELEASES if v in ALWAYS or FULL for c in cases(v)]
 
 
 def _digest(*paths: Path) -> str:
@@ -85,7 +103,10 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
         return dict(json.loads(kept.read_text()))
     done = subprocess.run([sys.executable, str(PROBE), str(sglang), str(flashinfer), *map(str, gpu), backend, *options],
                           capture_output=True, text=True, cwd=scratch, timeout=900, check=False)
-    result = dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    lines = done.stdout.strip().splitlines()
+    if not lines:  # the child died before its JSON line (exit status, stderr): news, not kept
+        return {"setup_error": f"the probe exited {done.returncode} without a result: {done.stderr[-2000:]}"}
+    result = dict(json.loads(lines[-1]))
     if "setup_error" not in result:  # a crash is news, not a fact to keep
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_text(json.dumps(result))
@@ -94,7 +115,8 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
 
 @pytest.fixture(scope="module")
 def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """trees(release) -> the SGLang and FlashInfer trees of the release's stack, and the control."""
+    """trees(release) -> the SGLang trees (upstream; patched where a series carries the release) and the
+    FlashInfer trees of its pin (upstream, patched, and the control without fp4_quantize's route)."""
     made: dict[str, dict[str, Path]] = {}
 
     def get(release: str) -> dict[str, Path]:
@@ -105,9 +127,11 @@ def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
             shutil.copytree(patched, control)
             entries = control / "flashinfer" / "_nvfp4_overlay" / "entries.py"
             entries.write_text(entries.read_text() + '\n\ndel ENTRIES["fp4_quantize"]  # the control: one route removed\n')
-            made[release] = {"sglang-patched": wheel_tree("sglang", release),
-                             "sglang-upstream": wheel_tree("sglang", release, patched=False), "patched": patched,
-                             "upstream": wheel_tree("flashinfer-python", pin, patched=False), "control": control}
+            wheel = sglang_releases.upstream_wheel(PATCHES, RELEASES[release], fetch.Source(cache_dir()))
+            upstream = probe_runner.unpack(wheel, tmp_path_factory.mktemp(f"sglang-{release}"))
+            made[release] = {"sglang-upstream": upstream, "patched": patched, "control": control,
+                             "sglang-patched": wheel_tree("sglang", release) if RELEASES[release].carried else upstream,
+                             "upstream": wheel_tree("flashinfer-python", pin, patched=False)}
         return made[release]
 
     return get
@@ -115,25 +139,46 @@ def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.mark.parametrize(("release", "sglang", "side", "gpu", "backend", "options", "whole"), CASES)
 def test_sglang_compiles_a_whole_decoder_layer_as_its_stack_says(
-        trees: Any, tmp_path: Path, release: str, sglang: str, side: str, gpu: tuple[int, int], backend: str,
-        options: tuple[str, ...], whole: bool) -> None:
+        trees: Any, tmp_path: Path, request: pytest.FixtureRequest, release: str, sglang: str, side: str,
+        gpu: tuple[int, int], backend: str, options: tuple[str, ...], whole: bool) -> None:
     tree = trees(release)
     result = layer_run(tree[f"sglang-{sglang}"], tree[side], gpu, backend, tmp_path, options)
     assert "setup_error" not in result, result.get("setup_error")
+    case = request.node.callspec.id.removeprefix(f"{release}-")
+    if WRITE:
+        sglang_layer.record(PATCHES, release, PINS[release], case, result)
+    else:  # docs/sglang-regions.md's layer table is this table: it must say what the run found
+        kept = TABLE["releases"].get(release, {}).get("cases", {}).get(case)
+        assert kept == sglang_layer.entry(result), "run `make sglang-layer-table`, then `make sglang-regions-docs`"
     assert result["compiler"] == "eager", result  # the server's default piecewise compiler: no inductor
     assert result["whole"] is whole, result.get("error")
     if not whole:
         assert "Unsupported" in result["error"], result["error"]
-        # where it fails: FlashInfer's JIT loader under fp4_quantize (0.5.11), SGLang's own is_musa (0.5.20)
-        assert ("is_musa" in result["error"]) == (release == "0.5.20"), result["error"]
+        # where: FlashInfer's JIT loader under fp4_quantize, or SGLang's own is_musa
+        assert ("is_musa" in result["error"]) == (release in IS_MUSA and side != "control"), result["error"]
         return
     pieces, ops = result["pieces"], result["ops"]
     # SGLang's backend split the graph at its split ops: each split piece is one of them, alone
     assert [p["ops"] for p in pieces if p["split"]] == [["sglang.unified_attention_with_output"]], pieces
     assert "sglang.fp4_gemm" in ops and any(op.startswith("sglang.") and "moe" in op for op in ops), ops
     assert not [op for op in ops if op.startswith("flashinfer.")], ops  # nothing of FlashInfer's own traced
-    # on SM12x fp4_quantize is one opaque op: SGLang's own (the patched series) or the overlay's
-    fp4 = {f"{owner}.flashinfer_fp4_quantize.default" for owner in ("sglang", "nvfp4_overlay")}
-    assert bool(fp4 & set(ops)) == (gpu[0] == 12), ops
+    # the activation quantize is one opaque op: up to 0.5.11 on SM12x fp4_quantize (the patched series' op or
+    # the overlay's) and on SM100 SGLang's or sgl-kernel's scaled_fp4_quant; from 0.5.12 SGLang's own op
+    assert any("fp4_quantize" in op for op in ops) == (gpu[0] == 12 or release not in RAW_FP4), ops
+    assert any("fp4_quantize" in op or "scaled_fp4_quant" in op for op in ops), ops
     if FUSION in options:  # the communicator takes its fused all-reduce + RMSNorm branch on SM90/SM100 only
         assert result["allreduce_fusion"] is (gpu == SM100), result["allreduce_fusion"]
+
+
+def test_the_layer_table_holds_only_cases_the_test_runs() -> None:
+    every = {v: {c.id.removeprefix(f"{v}-") for c in cases(v)} for v in RELEASES}
+    for release, entry in TABLE["releases"].items():
+        assert release in RELEASES, release
+        assert entry["flashinfer"] == PINS[release], release
+        assert set(entry["cases"]) <= every[release], set(entry["cases"]) - every[release]
+
+
+def test_the_document_renders_the_committed_layer_table() -> None:
+    document = ROOT / "docs" / "sglang-regions.md"
+    text = document.read_text(encoding="utf-8")
+    assert sglang_layer.render_into(text, sglang_layer.markdown(TABLE)) == text, "run `make sglang-regions-docs`"
