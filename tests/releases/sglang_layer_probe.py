@@ -205,6 +205,9 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     builds.stub()
     sgl_kernel_fakes(sglang_machine.sgl_kernel_ops(torch))
     needs = sorted({*sglang_regions.NEEDED, *LAYER_NEEDS, MODEL})
+    # cuda-python, which SGLang requires: a stand-in for FlashInfer's flashinfer.comm too (0.6.7's mnnvl raises
+    # ImportError without it, and SGLang then turns the all-reduce fusion off), not only for SGLang's imports
+    sglang_imports.STUBBED.setdefault("cuda", "cuda-python, an SGLang requirement: a stand-in wherever imported")
     sglang_imports.install_imports(sglang_tree, needs)
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])

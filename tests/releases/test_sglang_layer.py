@@ -102,7 +102,8 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
     if kept.is_file():
         return dict(json.loads(kept.read_text()))
     done = subprocess.run([sys.executable, str(PROBE), str(sglang), str(flashinfer), *map(str, gpu), backend, *options],
-                          capture_output=True, text=True, cwd=scratch, timeout=900, check=False)
+                          capture_output=True, text=True, cwd=scratch, timeout=900, check=False,
+                          env={**os.environ, "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi")})  # JIT builds: its own
     lines = done.stdout.strip().splitlines()
     if not lines:  # the child died before its JSON line (exit status, stderr): news, not kept
         return {"setup_error": f"the probe exited {done.returncode} without a result: {done.stderr[-2000:]}"}

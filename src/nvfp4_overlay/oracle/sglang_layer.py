@@ -8,6 +8,7 @@ sglang-layer-table`) each run's entry is recorded here, otherwise the test holds
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 from collections.abc import Mapping
@@ -56,14 +57,16 @@ def _short(op: str) -> str:
 
 
 def record(patches_dir: Path, release: str, pin: str, case: str, result: Mapping[str, Any]) -> None:
-    """One run's entry written into the table (one process at a time: `make sglang-layer-table` runs -n 0)."""
-    table = load_table(patches_dir)
-    releases = table["releases"]
-    releases.setdefault(release, {"flashinfer": pin, "cases": {}})["cases"][case] = entry(result)
-    releases[release]["cases"] = dict(sorted(releases[release]["cases"].items()))
-    table["releases"] = dict(sorted(releases.items(), key=lambda kv: sglang_audit.version_key(kv[0])))
+    """One run's entry written into the table, under a lock: writers may run side by side."""
     path = patches_dir / "sglang" / AUDIT
-    path.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+    with (patches_dir / "sglang" / f".{AUDIT}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        table = load_table(patches_dir)
+        releases = table["releases"]
+        releases.setdefault(release, {"flashinfer": pin, "cases": {}})["cases"][case] = entry(result)
+        releases[release]["cases"] = dict(sorted(releases[release]["cases"].items()))
+        table["releases"] = dict(sorted(releases.items(), key=lambda kv: sglang_audit.version_key(kv[0])))
+        path.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
 
 
 def markdown(table: Mapping[str, Any]) -> str:
