@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-regions-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-regions-table sglang-layer-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,7 @@ test-releases: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/releases/test_trace_flashinfer.py \
 		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/releases/test_oracle_releases.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_layer.py $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
 # `make oracle`, or `make oracle ARGS="0.7.4"`.
@@ -108,6 +109,11 @@ cuda-audit: $(VENV)/.ready
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.
 sglang-regions-table: $(VENV)/.test-ready
 	$(PY) -m nvfp4_overlay.oracle.sglang_table table $(VERSIONS)
+
+# patches/sglang/audit-layer.json from the whole-layer test's runs (every release with a fullgraph prefill
+# path, one process: each run writes its entry), then make sglang-regions-docs.
+sglang-layer-table: $(VENV)/.test-ready
+	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_WRITE_LAYER=1 $(PY) -m pytest -n 0 tests/releases/test_sglang_layer.py $(ARGS)
 
 sglang-regions-docs: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.oracle.sglang_table docs

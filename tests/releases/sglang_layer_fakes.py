@@ -80,29 +80,6 @@ def gemma_rmsnorm(module: Any) -> None:
     module.gemma_rmsnorm, module.gemma_fused_add_rmsnorm = gemma_rmsnorm, gemma_fused_add_rmsnorm
 
 
-def triton_router(tree_has: Callable[[str], bool]) -> None:
-    """SGLang's own Triton router (``sglang.kernels.ops.moe.moe_fused_gate``, 0.5.20 on: the grouped
-    top-k of DeepSeek-style gates), an opaque op of its outputs' shapes: Triton is absent here (a
-    server runs it as a user Triton kernel dynamo traces, no FlashInfer in it)."""
-    name = "sglang.kernels.ops.moe.moe_fused_gate"
-    if not tree_has(name.replace(".", "/") + ".py"):
-        return
-
-    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
-    def gate(scores: Tensor, bias: Tensor, topk: int) -> tuple[Tensor, Tensor]:
-        _, ids = torch.topk(scores.float().sigmoid() + bias.float(), topk, dim=-1)
-        return scores.float().sigmoid().gather(1, ids), ids.to(torch.int32)
-
-    gate.register_fake(lambda scores, bias, topk: (scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
-                                                   scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
-
-    def moe_fused_gate(scores: Tensor, bias: Tensor, topk: int, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
-        result: tuple[Tensor, Tensor] = torch.ops.sglfake.moe_fused_gate(scores, bias, topk)
-        return result
-
-    importlib.import_module(name).moe_fused_gate = moe_fused_gate
-
-
 def gdn_triton(tree_has: Callable[[str], bool]) -> None:
     """Qwen3.5's GatedDeltaNet around its core (which is SGLang's split op): SGLang's own Triton
     kernels, absent here with Triton, as opaque ops of their outputs' shapes: the fused QKVZ/BA split
@@ -142,8 +119,7 @@ def gdn_triton(tree_has: Callable[[str], bool]) -> None:
     importlib.import_module("sglang.srt.layers.attention.fla.layernorm_gated").layernorm_fn = layernorm_fn
 
 
-SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"triton_router": triton_router,
-                                                                    "gdn_triton": gdn_triton}
+SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"gdn_triton": gdn_triton}
 
 
 def deep_gemm(module: Any) -> None:

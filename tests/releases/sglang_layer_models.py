@@ -234,10 +234,10 @@ MODELS: dict[str, Model] = {m.name: m for m in (
           _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton")),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
-          attention_backend="dsa", fakes=("triton_router",)),
+          attention_backend="dsa"),
     Model("glm-5+torchada", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM",
-          stand_ins=("deep_gemm", "torchada"), attention_backend="dsa", fakes=("triton_router",)),
+          stand_ins=("deep_gemm", "torchada"), attention_backend="dsa"),
 )}
 DEFAULT = "qwen3-moe"
 

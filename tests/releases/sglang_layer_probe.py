@@ -1,35 +1,39 @@
-"""A whole SGLang decoder layer (an NVFP4 MoE model's, ModelOpt) under torch.compile(fullgraph=True), on a CPU.
+"""A whole SGLang decoder layer (an NVFP4 MoE model's, ModelOpt) compiled as SGLang's piecewise runner compiles it, on a CPU.
 
-    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND [MODEL]]
+    python tests/releases/sglang_layer_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
+        [--model MODEL] [--allreduce-fusion]
 
 SGLANG_TREE and FLASHINFER_TREE are unpacked wheels (their .py files). One fresh interpreter builds
 SGLang's own decoder layer of MODEL (tests/releases/sglang_layer_models.py; default qwen3-moe:
 `Qwen3MoeDecoderLayer`, hidden 256, 4 heads of 64, 8 experts top-2), `--quantization modelopt_fp4
---moe-runner-backend BACKEND` (default flashinfer_cutlass), from the release's model code,
-with the region probe's machinery (probes/sglang/sglang_machine.py: the faked GPU, single-rank process groups,
-stand-ins for absent modules; probes/sglang/sglang_drivers.py: the server arguments), every weight ones and
-prepared, and traces its forward under SGLang's own piecewise context managers and forward context,
-fullgraph, with the compute capability faked. Prints one JSON line: whether the trace got through,
-the error otherwise, the graph's custom ops, and the FlashInfer frames dynamo traced into (each graph
-node whose user stack runs through a file of the flashinfer package: none where every FlashInfer
-call sits inside an opaque op; the overlay's routing where it routes one).
+--moe-runner-backend BACKEND` (default flashinfer_cutlass), from the release's model code, with the
+region probe's machinery (probes/sglang/sglang_machine.py: the faked GPU, single-rank process groups,
+stand-ins for absent modules; probes/sglang/sglang_drivers.py: the server arguments), every weight
+ones and prepared, and compiles it with SGLang's own `install_torch_compiled(fullgraph=True)` and
+`SGLangBackend` (the server's default piecewise compiler, eager), split at its registered split ops,
+under SGLang's piecewise context managers and forward context, with the compute capability faked.
+Prints one JSON line: whether the compile got through, the error otherwise, each piece's custom ops,
+and the FlashInfer frames dynamo traced into (each graph node whose user stack runs through a file of
+the flashinfer package: none where every FlashInfer call sits inside an opaque op; the overlay's
+routing where it routes one).
 
 The smallest fakes that keep SGLang's code running, where the release calls sgl-kernel (SGLang's CUDA
 kernels, not installable on a CPU): rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding and
 topk_softmax as custom ops `sglfake::*` with fakes (their CPU bodies compute the reference or
-nothing), and a model's own (Gemma RMSNorm, Kimi-K2's router, 0.5.20's Triton
-router, Qwen3.5's GatedDeltaNet Triton kernels; deep_gemm and torchada stand-ins: sglang_layer_fakes);
-the forward batch is an EXTEND batch whose other fields are None (input_ids 8 tokens).
-What this is not yet: SGLang's `install_torch_compiled` with its split backend (the trace here is
-dynamo's own over the layer; the attention and MoE split ops appear as the opaque SGLang ops they
-are), the releases other than 0.5.11 and (GLM-5) 0.5.20; the run of the compiled graph (the routed op builds
-its JIT module then: a real nvcc job). docs/sglang-regions.md records what this found.
+nothing), SGLang's Triton router `moe_fused_gate` (Triton is absent), and a model's own (Gemma
+RMSNorm, Kimi-K2's router, Qwen3.5's GatedDeltaNet Triton kernels; deep_gemm and torchada stand-ins:
+sglang_layer_fakes); the forward batch is an EXTEND batch whose other fields are None (8 tokens).
+The compiled graph is not run (the routed op builds its JIT module then: a real nvcc job).
+docs/sglang-regions.md records what this found.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import ctypes
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -50,6 +54,14 @@ from sglang_layer_models import DEFAULT, Model, model  # noqa: E402
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
 Tensor = torch.Tensor
+# SGLang modules the layer runs, imported for real (an import error is the probe's, not a stand-in)
+LAYER_NEEDS = ("sglang.srt.layers.communicator", "sglang.srt.layers.flashinfer_comm_fusion")
+# --enable-flashinfer-allreduce-fusion, as the releases set it: the flag, and from 0.5.14 the backend the
+# flag stands for (its server_args maps the deprecated flag to --flashinfer-allreduce-fusion-backend auto)
+ALLREDUCE_FUSION = {"enable_flashinfer_allreduce_fusion": True, "flashinfer_allreduce_fusion_backend": "auto"}
+# Where the communicator's gate of the fused all-reduce + RMSNorm lives: 0.5.8-0.5.20, then 0.5.21's
+FUSION_GATES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
+TOKENS = 8  # the prefill batch compiled
 
 
 def sgl_kernel_fakes(module: Any) -> None:
@@ -102,12 +114,43 @@ def sgl_kernel_fakes(module: Any) -> None:
                          is_neox: bool) -> None:
         ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
 
+    def apply_rope_with_cos_sin_cache_inplace(positions: Tensor, query: Tensor, key: Tensor, head_size: int,
+                                              cos_sin_cache: Tensor, is_neox: bool = True, **kwargs: Any) -> None:
+        ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)  # 0.5.8's rope
+
     def topk_softmax(topk_weights: Tensor, topk_ids: Tensor, gating_output: Tensor, renormalize: bool = False,
                      *args: Any, **kwargs: Any) -> None:
         ops.topk_softmax(topk_weights, topk_ids, gating_output, renormalize)
 
-    for fn in (rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding, topk_softmax):
+    for fn in (rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding, apply_rope_with_cos_sin_cache_inplace,
+               topk_softmax):
         setattr(module, fn.__name__, fn)
+
+
+# SGLang's triton router (0.5.15 on, the CUDA top-k of a softmax MoE gate): where each release keeps it
+MOE_FUSED_GATE = ("sglang.jit_kernel.moe_fused_gate", "sglang.kernels.ops.moe.moe_fused_gate")
+
+
+def jit_topk_fake(ctx: Any) -> None:
+    """SGLang's triton router `moe_fused_gate` (triton absent here) as an opaque custom op with a fake, on
+    the module the top-k imports it from while traced: the softmax top-k, computed on the CPU."""
+    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
+    def _gate(scores: Tensor, topk: int, renormalize: bool) -> tuple[Tensor, Tensor]:
+        weights, ids = torch.topk(scores.float().softmax(-1), topk, dim=-1)
+        return (weights / weights.sum(-1, keepdim=True) if renormalize else weights), ids.to(torch.int32)
+
+    _gate.register_fake(lambda scores, topk, renormalize: (
+        scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
+        scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
+
+    def moe_fused_gate(scores: Tensor, bias: Any, topk: int, scoring_func: str = "sigmoid",
+                       num_fused_shared_experts: int = 0, renormalize: bool = True, *args: Any,
+                       **kwargs: Any) -> tuple[Tensor, Tensor]:
+        return torch.ops.sglfake.moe_fused_gate(scores, topk, renormalize)  # type: ignore[no-any-return]
+
+    for name in MOE_FUSED_GATE:
+        if ctx.has(name.replace(".", "/") + ".py"):
+            importlib.import_module(name).moe_fused_gate = moe_fused_gate
 
 
 def prefill_graph_config(ctx: Any) -> None:
@@ -149,8 +192,19 @@ def nvfp4_config(ctx: Any, chosen: Model) -> Any:
     return config
 
 
-def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, chosen: Model) -> tuple[Any, ...]:
+def cuda_runtime() -> None:
+    """The CUDA runtime library loaded into the process, as a CUDA torch loads it on a server: FlashInfer's
+    flashinfer.comm (the all-reduce fusion SGLang imports) binds libcudart at import. From the toolkit of
+    CUDA_HOME (default /usr/local/cuda); none there, and the import fails as it does on a CPU."""
+    found = sorted(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64").glob("libcudart.so*"))
+    if found:
+        ctypes.CDLL(str(found[0]))
+
+
+def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, allreduce_fusion: bool,
+          chosen: Model) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
+    cuda_runtime()
     gpu = sglang_machine.FakeGpu(torch, cc, packages)
     gpu.setup()
     sys.path[:0] = [flashinfer_tree, sglang_tree]
@@ -164,14 +218,17 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
     for name in chosen.fakes:
         if name in EXTRA_FAKES:
             EXTRA_FAKES[name](kernels)
-    needs = sorted({*sglang_regions.NEEDED, *chosen.imports})
+    needs = sorted({*sglang_regions.NEEDED, *LAYER_NEEDS, *chosen.imports})
     # regex (compiled, absent here): the standard library's re for the patterns SGLang matches (the
     # quantization config's exclude_modules); a permissive stand-in would match nothing
     sys.modules.setdefault("regex", importlib.import_module("re"))
     # transformers (absent here) adds Logger.warning_once on import; SGLang's models call it
     logging.Logger.warning_once = lambda self, msg, *a, **k: self.warning(msg, *a, **k)  # type: ignore[attr-defined]
+    # cuda-python, which SGLang requires: a stand-in for FlashInfer's flashinfer.comm too (0.6.7's mnnvl raises
+    # ImportError without it, and SGLang then turns the all-reduce fusion off), not only for SGLang's imports
+    sglang_imports.STUBBED.setdefault("cuda", "cuda-python, an SGLang requirement: a stand-in wherever imported")
     sglang_imports.install_imports(sglang_tree, needs)
-    for name in chosen.stand_ins:  # the model's own stand-ins (sglang_layer_models.STAND_INS), kept while tracing
+    for name in chosen.stand_ins:  # the model's own stand-ins (sglang_layer_fakes.STAND_INS), kept while tracing
         stand_in = sglang_imports.StubModule(name)
         stand_in.__path__ = []
         STAND_INS[name](stand_in)
@@ -181,8 +238,9 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
             SGLANG_FAKES[name](lambda relative: os.path.isfile(os.path.join(sglang_tree, relative)))
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
-    sglang_drivers.serve(ctx, backend)
+    sglang_drivers.serve(ctx, backend, ALLREDUCE_FUSION if allreduce_fusion else None)
     prefill_graph_config(ctx)
+    jit_topk_fake(ctx)
     single_rank_dp_attention()
     quant = nvfp4_config(ctx, chosen)
     layer = chosen.build(quant)
@@ -221,48 +279,112 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: Mod
         stack.callback(module.set_forward_context, previous)
     for name, setter in FORWARD_CONTEXTS:
         if ctx.has(name.replace(".", "/") + ".py"):
-            stack.enter_context(getattr(importlib.import_module(name), setter)(
-                batch, chosen.attention(layer), quant, chosen.moe_layers(layer), []))
+            setter_fn = getattr(importlib.import_module(name), setter)
+            given = (batch, chosen.attention(layer), quant, chosen.moe_layers(layer), [])  # 0.5.8-0.5.9: no MoE fusions
+            stack.enter_context(setter_fn(*given[:len(inspect.signature(setter_fn).parameters)]))
             return stack
     msg = "no piecewise forward context in this release"
     raise LookupError(msg)
 
 
-def trace(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
+def fake_gpu_inlined() -> None:
+    """Dynamo inlines the faked torch.cuda.is_available and device_count (which answer the faked GPU while
+    traced) instead of taking them, by name, for torch functions run in the graph; SGLang's is_cuda()
+    is traced from 0.5.20 on."""
+    rules = importlib.import_module("torch._dynamo.trace_rules").get_torch_obj_rule_map()  # built lazily
+    for fake in (torch.cuda.is_available, torch.cuda.device_count):
+        rules.pop(fake, None)
+
+
+def decode_graphs_asked(ctx: Any, chosen: Model) -> None:
+    """What the server's decode CUDA graphs (captured before the piecewise prefill graphs: init_device_graphs
+    runs first) have asked eagerly: SGLang's cache_once check of its JIT QK-norm kernel, which dynamo then
+    reads from the cache (0.5.8-0.5.9 trace into it otherwise). The kernel is not built here (its C++
+    sources are not unpacked), so the check answers False and the layer takes the unfused QK norm."""
+    if ctx.has("sglang/jit_kernel/norm.py"):
+        check = getattr(importlib.import_module("sglang.jit_kernel.norm"), "can_use_fused_inplace_qknorm", None)
+        head_dim = getattr(chosen.config(), "head_dim", None)  # MLA has none: no QK norm
+        if check is not None and head_dim is not None:
+            check(head_dim, torch.bfloat16)
+
+
+def extend_batch(tokens: int) -> Any:
+    """An EXTEND batch of `tokens` tokens, as the runner's warmup_compile makes for a prefill; every other
+    field None."""
     forward_mode = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardMode
 
-    class Batch:  # an EXTEND batch of 8 tokens; every other field None
+    class Batch:
         def __getattr__(self, name: str) -> Any:
             return None
 
     batch = Batch()
     batch.forward_mode = forward_mode.EXTEND  # type: ignore[attr-defined]
-    batch.input_ids = torch.zeros(8, dtype=torch.int64)  # type: ignore[attr-defined]
-    targets: list[str] = []
+    batch.input_ids = torch.zeros(tokens, dtype=torch.int64)  # type: ignore[attr-defined]
+    return batch
 
+
+def one_rank_world(scratch: str) -> None:
+    """torch.distributed of one rank (gloo, a file store): SGLangBackend asks its rank when it writes the graph."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        store = dist.FileStore(os.path.join(scratch, "dist-store"), 1)
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+
+
+def compile_layer(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, Any]:
+    """SGLang's own piecewise compile of the layer, as its runner drives it for a prefill: the release's
+    CompilationConfig (the server's default compiler, eager: no inductor), install_torch_compiled
+    (fullgraph=True) over the module, its trampoline entered inside the piecewise contexts, and SGLang's
+    own SGLangBackend splitting the graph at its registered split ops and compiling each piece. The
+    compiled graph is not run (the routed ops would build their CUDA modules then)."""
+    compilation = importlib.import_module("sglang.srt.compilation.compile")
+    config = importlib.import_module("sglang.srt.compilation.compilation_config").CompilationConfig([TOKENS])
+    sglang_backend = importlib.import_module("sglang.srt.compilation.backend").SGLangBackend
+    one_rank_world(os.getcwd())
+    fake_gpu_inlined()  # after init_process_group, which clears dynamo's rule maps
+    decode_graphs_asked(ctx, chosen)
+    os.environ["SGLANG_CACHE_DIR"] = os.path.join(os.getcwd(), "sglang-cache")
+    backends: list[Any] = []
     frames: set[str] = set()
 
-    def backend(gm: Any, example_inputs: Any) -> Any:
-        targets.extend(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+    def backend_factory(gm: Any, example_inputs: Any) -> Any:  # install_torch_compiled's own, kept to be read
         frames.update(flashinfer_frames(gm))
+        backends.append(sglang_backend(config, graph_pool=object()))  # no CUDA graph pool: nothing is captured
+        backends[-1](gm, example_inputs)
         raise _Traced
 
-    out: dict[str, Any] = {}
-    with piecewise_contexts(ctx, batch, layer, quant, chosen):
-        compiled = torch.compile(chosen.forward(layer, batch), fullgraph=True, backend=backend)
-        try:
-            compiled(torch.arange(8), torch.randn(8, getattr(layer, "hidden_size", None) or layer.config.hidden_size, dtype=torch.bfloat16))
-        except Exception as exc:  # noqa: BLE001 - the trace's end: ours (_Traced) or where dynamo gave up
+    compilation.install_torch_compiled(layer, fullgraph=True, compile_config=config, graph_pool=object(),
+                                       backend_factory=backend_factory)
+    batch = extend_batch(TOKENS)
+    out: dict[str, Any] = {"compiler": config.compiler, "split_ops": sorted(config.split_ops)}
+    compiling = getattr(compilation, "set_compiled", contextlib.nullcontext)  # 0.5.8-0.5.9: the runner's switch too
+    hidden = torch.randn(TOKENS, chosen.config().hidden_size, dtype=torch.bfloat16)
+    with piecewise_contexts(ctx, batch, layer, quant, chosen), compiling():
+        try:  # the model's own call of the layer, through the trampoline install_torch_compiled put on it
+            chosen.forward(layer, batch)(torch.arange(TOKENS), hidden)
+        except Exception as exc:  # noqa: BLE001 - the compile's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)
                 where = text.find("from user code:")  # dynamo's user stack: where in SGLang the trace gave up
                 out["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")
-    out["whole"] = "error" not in out
+    out["whole"] = "error" not in out and bool(backends)
+    out["pieces"] = [{"split": item.is_splitting_graph, "ops": _custom_ops(item.graph)}
+                     for item in (backends[0].piecewise_graphs if backends else [])]
+    out["ops"] = sorted({op for piece in out["pieces"] for op in piece["ops"]})
     out["flashinfer_frames"] = sorted(frames)
     if chosen.stand_ins:
         out["stand_ins"] = list(chosen.stand_ins)
-    out["ops"] = sorted({t for t in targets if t.startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglfake."))})
     return out
+
+
+def _custom_ops(graph_module: Any) -> list[str]:
+    """The custom ops of a graph, in order: SGLang's, the overlay's, FlashInfer's, the sgl-kernel fakes'."""
+    targets = (str(n.target) for n in graph_module.graph.nodes if n.op == "call_function")
+    return list(dict.fromkeys(t for t in targets if t.startswith(OWNERS)))
+
+
+OWNERS = ("sglang.", "nvfp4_overlay.", "flashinfer.", "sgl_kernel.", "sglfake.")
 
 
 FRAME = re.compile(r'File "[^"]*[/\\](flashinfer[/\\][^"]*)", line \d+, in (\w+)')
@@ -280,7 +402,8 @@ def flashinfer_frames(gm: Any) -> set[str]:
 
 
 class _Traced(Exception):
-    """The backend's stop: the graph is recorded, the compiled run (the JIT build of a real kernel) is not made."""
+    """The stop after SGLangBackend has split and compiled the graph: the compiled run (the JIT build of a real
+    kernel) is not made."""
 
 
 def _caused_by(exc: BaseException | None, kind: type) -> bool:
@@ -291,15 +414,39 @@ def _caused_by(exc: BaseException | None, kind: type) -> bool:
     return False
 
 
+def fusion_applies(ctx: Any) -> bool | None:
+    """Whether the layer's communicator takes its fused all-reduce + RMSNorm branch for this batch (the
+    release's own gate, SM90/SM100 only); None where the release has no such gate."""
+    for name in FUSION_GATES:
+        if ctx.has(name.replace(".", "/") + ".py"):
+            gate = getattr(importlib.import_module(name), "apply_flashinfer_allreduce_fusion", None)
+            if gate is not None:
+                return bool(gate(TOKENS))
+    return None
+
+
+def arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sglang_tree")
+    parser.add_argument("flashinfer_tree")
+    parser.add_argument("major", type=int)
+    parser.add_argument("minor", type=int)
+    parser.add_argument("backend", nargs="?", default="flashinfer_cutlass", help="--moe-runner-backend")
+    parser.add_argument("--allreduce-fusion", action="store_true", help="--enable-flashinfer-allreduce-fusion")
+    parser.add_argument("--model", default=DEFAULT, help="tests/releases/sglang_layer_models.py's name")
+    return parser.parse_args(argv)
+
+
 def main() -> None:
-    sglang_tree, flashinfer_tree, major, minor = sys.argv[1:5]
-    backend = sys.argv[5] if len(sys.argv) > 5 else "flashinfer_cutlass"
-    chosen = model(sys.argv[6] if len(sys.argv) > 6 else DEFAULT)
+    args = arguments(sys.argv[1:])
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(os.getcwd(), "flashinfer-workspace"))
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
     try:
-        result = trace(*build(sglang_tree, flashinfer_tree, (int(major), int(minor)), backend, chosen))
+        built = build(args.sglang_tree, args.flashinfer_tree, (args.major, args.minor), args.backend,
+                      args.allreduce_fusion, model(args.model))
+        fused = fusion_applies(built[0])
+        result = {**compile_layer(*built), "allreduce_fusion": fused}
     except Exception:  # noqa: BLE001 - SGLang's own set-up failed: the probe's finding
         result = {"setup_error": traceback.format_exc()[-2500:]}
     print(json.dumps(result))

@@ -2,8 +2,8 @@
 
 ``python -m nvfp4_overlay.oracle.sglang_table table [VERSION...]`` probes the releases named (default:
 every SGLang release of patches/stacks.toml) and writes their part of the table;
-``python -m nvfp4_overlay.oracle.sglang_table docs`` renders the document's table from the committed one
-and the overlay's entries.py (`make sglang-regions-table`, `make sglang-regions-docs`);
+``python -m nvfp4_overlay.oracle.sglang_table docs`` renders the document's tables from the committed ones
+(and the overlay's entries.py; the whole-layer table from sglang_layer's) (`make sglang-regions-table`, `make sglang-regions-docs`);
 ``... claims`` prints, per stack, the regions nothing remains raw in (for stack-claims.toml). Needs torch
 (the probe); the trees are the pinned wheels, unpacked, and the patched ones built from the series.
 """
@@ -22,7 +22,7 @@ from ..audit import sglang_audit, sglang_reach
 from ..formats import render_between
 from ..patch import Target, load_upstream
 from ..wheel import build, fetch
-from . import sglang_releases
+from . import sglang_layer, sglang_releases
 from .probe_runner import unpack
 from .sglang_releases import Release
 
@@ -142,7 +142,9 @@ def render_docs(patches_dir: Path, overlay_dir: Path, document: Path) -> None:
     carried = {r.version: r.carried for r in sglang_releases.audit_releases(patches_dir)}
     routes = sglang_audit.read_routes(overlay_dir / "flashinfer-python")
     rendered = markdown_table(table, carried, routes, sglang_reach.load_reach(patches_dir))
-    document.write_text(render_into(document.read_text(encoding="utf-8"), rendered), encoding="utf-8")
+    text = render_into(document.read_text(encoding="utf-8"), rendered)
+    text = sglang_layer.render_into(text, sglang_layer.markdown(sglang_layer.load_table(patches_dir)))
+    document.write_text(text, encoding="utf-8")
 
 
 def covered_claims(patches_dir: Path, overlay_dir: Path) -> str:

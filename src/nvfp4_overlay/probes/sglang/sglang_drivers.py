@@ -15,7 +15,7 @@ import dataclasses
 import importlib
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,12 +79,13 @@ class Region:
     needs: tuple[str, ...] = field(default=())
 
 
-def serve(ctx: Context, moe_runner_backend: str = "auto") -> None:
+def serve(ctx: Context, moe_runner_backend: str = "auto", options: Mapping[str, Any] | None = None) -> None:
     """A server's configuration: SGLang's own ServerArgs at its defaults for an NVFP4 checkpoint
     (``--quantization modelopt_fp4 --moe-runner-backend X``), published with SGLang's own
     ``set_global_server_args_for_scheduler`` (from 0.5.21 ``runtime_context.publish`` with the ranks of
     a one-GPU server's rank 0, as its launcher does), then ``initialize_moe_config`` as the scheduler
-    does; validation and resolution do not run (they read the model's HF config and the GPUs)."""
+    does; validation and resolution do not run (they read the model's HF config and the GPUs). `options`:
+    more server arguments, each set where the release's ServerArgs has that field."""
     module = ctx.module(SERVER_ARGS)
     args = object.__new__(module.ServerArgs)
     for spec in dataclasses.fields(module.ServerArgs):
@@ -93,6 +94,8 @@ def serve(ctx: Context, moe_runner_backend: str = "auto") -> None:
         object.__setattr__(args, spec.name, default)
     wanted = {"model_path": "nvfp4-region-probe", "quantization": "modelopt_fp4",
               "moe_runner_backend": moe_runner_backend}
+    names = {spec.name for spec in dataclasses.fields(module.ServerArgs)}
+    wanted.update({name: value for name, value in (options or {}).items() if name in names})
     for name, value in wanted.items():
         object.__setattr__(args, name, value)
     object.__setattr__(args, "_resolution_finished", True)  # resolve_once (0.5.19 on): nothing to resolve
