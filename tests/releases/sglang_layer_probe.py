@@ -288,11 +288,13 @@ def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: Mod
 
 
 def fake_gpu_inlined() -> None:
-    """Dynamo inlines the faked torch.cuda.is_available and device_count (which answer the faked GPU while
+    """Dynamo inlines the faked torch.cuda functions (is_available, device_count, current_device, the device
+    properties and name, which answer the faked GPU while
     traced) instead of taking them, by name, for torch functions run in the graph; SGLang's is_cuda()
     is traced from 0.5.20 on."""
     rules = importlib.import_module("torch._dynamo.trace_rules").get_torch_obj_rule_map()  # built lazily
-    for fake in (torch.cuda.is_available, torch.cuda.device_count):
+    for fake in (torch.cuda.is_available, torch.cuda.device_count, torch.cuda.current_device,
+                 torch.cuda.get_device_properties, torch.cuda.get_device_name):
         rules.pop(fake, None)
 
 
