@@ -192,19 +192,19 @@ def nvfp4_config(ctx: Any, chosen: Model) -> Any:
     return config
 
 
-def cuda_runtime() -> None:
+def cuda_runtime() -> bool:
     """The CUDA runtime library loaded into the process, as a CUDA torch loads it on a server: FlashInfer's
     flashinfer.comm (the all-reduce fusion SGLang imports) binds libcudart at import. From the toolkit of
-    CUDA_HOME (default /usr/local/cuda); none there, and the import fails as it does on a CPU."""
+    CUDA_HOME (default /usr/local/cuda); False where there is none (the probe then reports it and stops)."""
     found = sorted(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64").glob("libcudart.so*"))
     if found:
         ctypes.CDLL(str(found[0]))
+    return bool(found)
 
 
 def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, allreduce_fusion: bool,
           chosen: Model) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
-    cuda_runtime()
     gpu = sglang_machine.FakeGpu(torch, cc, packages)
     gpu.setup()
     sys.path[:0] = [flashinfer_tree, sglang_tree]
@@ -444,6 +444,10 @@ def main() -> None:
     os.environ.setdefault("FLASHINFER_WORKSPACE_BASE", os.path.join(os.getcwd(), "flashinfer-workspace"))
     torch.compile(lambda t: t + 1, fullgraph=True, backend="eager")(torch.zeros(1))
     importlib.import_module("torch._inductor.compile_fx")
+    if not cuda_runtime():
+        print(json.dumps({"no_cuda_runtime": "no libcudart.so* under $CUDA_HOME/lib64 (default /usr/local/cuda): "
+                          "FlashInfer's flashinfer.comm, which SGLang's layer imports, binds it at import"}))
+        return
     try:
         built = build(args.sglang_tree, args.flashinfer_tree, (args.major, args.minor), args.backend,
                       args.allreduce_fusion, model(args.model))
