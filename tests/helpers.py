@@ -357,3 +357,21 @@ def jit_cache_wheel(directory: Path, data: bytes, provenance: Mapping[str, Any],
     path = directory / jit_wheel.filename(version)
     path.write_bytes(out.getvalue())
     return path
+
+
+def tree_copy(tree: Path, dest: Path) -> Path:
+    """An unpacked wheel copied for a control, without its .workspace (a probe's JIT workspace, made when
+    a probe ran on the tree, holds links to wheel data the tree does not unpack): the copy makes its own."""
+    import shutil
+
+    shutil.copytree(tree, dest, ignore=shutil.ignore_patterns(".workspace"))
+    return dest
+
+
+def without_route(patched: Path, dest: Path, name: str) -> Path:
+    """The control of a whole-layer run: a copy of the patched FlashInfer tree with entry point `name`'s
+    route removed (its entry deleted from the overlay's table)."""
+    tree_copy(patched, dest)
+    entries = dest / "flashinfer" / "_nvfp4_overlay" / "entries.py"
+    entries.write_text(entries.read_text() + f'\n\ndel ENTRIES["{name}"]  # the control: one route removed\n')
+    return dest

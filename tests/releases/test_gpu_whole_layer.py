@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, cache_dir
+from helpers import ROOT, cache_dir, without_route
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -66,10 +65,7 @@ def traced(sglang: Path, flashinfer: Path, scratch: Path, compiler: str = "") ->
 @pytest.fixture(scope="module")
 def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     patched = wheel_tree("flashinfer-python", FLASHINFER)
-    control = tmp_path_factory.mktemp("control") / "flashinfer"
-    shutil.copytree(patched, control)
-    entries = control / "flashinfer" / "_nvfp4_overlay" / "entries.py"
-    entries.write_text(entries.read_text() + '\n\ndel ENTRIES["fp8_blockscale_gemm_sm90"]  # the control\n')
+    control = without_route(patched, tmp_path_factory.mktemp("control") / "flashinfer", "fp8_blockscale_gemm_sm90")
     return {"sglang-patched": wheel_tree("sglang", SGLANG), "sglang-upstream": wheel_tree("sglang", SGLANG, patched=False),
             "patched": patched, "upstream": wheel_tree("flashinfer-python", FLASHINFER, patched=False),
             "control": control}

@@ -23,14 +23,13 @@ import ast
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins
+from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins, without_route
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import probe_runner, sglang_layer, sglang_releases
@@ -136,10 +135,7 @@ def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
         if release not in made:
             pin = PINS[release]
             patched = wheel_tree("flashinfer-python", pin)
-            control = tmp_path_factory.mktemp("control") / "flashinfer"
-            shutil.copytree(patched, control)
-            entries = control / "flashinfer" / "_nvfp4_overlay" / "entries.py"
-            entries.write_text(entries.read_text() + '\n\ndel ENTRIES["fp4_quantize"]  # the control: one route removed\n')
+            control = without_route(patched, tmp_path_factory.mktemp("control") / "flashinfer", "fp4_quantize")
             wheel = sglang_releases.upstream_wheel(PATCHES, RELEASES[release], fetch.Source(cache_dir()))
             upstream = probe_runner.unpack(wheel, tmp_path_factory.mktemp(f"sglang-{release}"))
             made[release] = {"sglang-upstream": upstream, "patched": patched, "control": control,

@@ -13,12 +13,20 @@ upstream does, and controls that the verdict can fail.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, ReleaseOracle, by_release, default_flashinfer, flashinfer_releases, pinned_releases
+from helpers import (
+    FULL,
+    PATCHES,
+    ReleaseOracle,
+    by_release,
+    default_flashinfer,
+    flashinfer_releases,
+    pinned_releases,
+    tree_copy,
+)
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import behaviour, oracle
@@ -293,9 +301,7 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
     """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
     every entry point, on both GPUs (the first case of each)."""
     broken = tmp_path / "broken"
-    # the tree's .workspace (a probe's JIT workspace, made when this process probed the tree) holds links
-    # to wheel data the tree does not unpack: the broken tree gets a workspace of its own
-    shutil.copytree(wheel_tree("flashinfer-python", release), broken, ignore=shutil.ignore_patterns(".workspace"))
+    tree_copy(wheel_tree("flashinfer-python", release), broken)
     fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
     fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ALLOCATING))
     upstream, patched = release_oracle.sides(release)

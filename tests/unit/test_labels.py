@@ -57,7 +57,8 @@ def test_one_edit_moves_every_label_of_the_distribution(tmp_path: Path) -> None:
     shutil.copytree(PATCHES, patches)
     before = {t: load_upstream(patches, t).local_version for t in TARGETS}
     path = patches / "flashinfer-python" / OVERLAY_REVISION
-    path.write_text(path.read_text().replace("\nrevision = 8\n", "\nrevision = 9\n"))
+    current = load_overlay_revision(patches, "flashinfer-python")
+    path.write_text(path.read_text().replace(f"\nrevision = {current}\n", f"\nrevision = {current + 1}\n"))
     after = {t: load_upstream(patches, t).local_version for t in TARGETS}
     for target in TARGETS:
         if target.dist == "flashinfer-python":
