@@ -34,6 +34,7 @@ runner stamps (0.5.20 on).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import types
 from collections.abc import Callable
@@ -43,6 +44,16 @@ from typing import Any
 import torch
 
 Tensor = torch.Tensor
+
+
+DECODE_ATTN_TP = "sglang.srt.layers.cp.cp_decode_attn_tp"  # 0.5.17 on
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its package absent in this release
+        return False
 
 
 @dataclass(frozen=True)
@@ -99,9 +110,14 @@ class Model:
 
     def after_loading(self, layer: Any, quant: Any) -> None:
         """What the model's load_weights does after every layer's own preparation: DeepSeek's
-        post_load_weights splits kv_b_proj into the absorbed MLA weights w_kc and w_vc."""
+        post_load_weights splits kv_b_proj into the absorbed MLA weights w_kc and w_vc. Then what the
+        server's decode CUDA graphs (captured eagerly, before the piecewise prefill graphs) have set up:
+        from 0.5.17 the layer's maybe_use_decode_attn_tp makes the CP decode-attention context, a
+        singleton whose constructor logs (which dynamo cannot trace)."""
         if not self.module.endswith("deepseek_v2"):
             return
+        if _has_module(DECODE_ATTN_TP):
+            importlib.import_module(DECODE_ATTN_TP).get_cp_decode_attn_tp_ctx()
         loader = importlib.import_module("sglang.srt.models.deepseek_common.deepseek_weight_loader")
         model = types.SimpleNamespace(layers={self.layer_id: layer}, start_layer=self.layer_id,
                                       end_layer=self.layer_id + 1)
@@ -200,7 +216,8 @@ def _qwen3_5_moe() -> Any:
         rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
         max_position_embeddings=4096, vocab_size=1024, attention_bias=False, attn_output_gate=True,
         linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=64, linear_value_head_dim=64,
-        linear_conv_kernel_dim=4, tie_word_embeddings=False, torch_dtype=torch.bfloat16)
+        linear_conv_kernel_dim=4, tie_word_embeddings=False, torch_dtype=torch.bfloat16,
+        output_gate_type=None)  # Qwen3NextConfig's default (read from 0.5.17 on)
 
 
 def _glm5() -> Any:
@@ -221,7 +238,7 @@ DEEPSEEK = "sglang.srt.models.deepseek_v2"
 MODELS: dict[str, Model] = {m.name: m for m in (
     Model("qwen3-moe", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe),
     Model("deepseek-v3", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3, layer_id=1,
-          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
+          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM", fakes=("moe_fused_gate",)),
     Model("deepseek-v3-dense", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3,
           layer_id=0, exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
     Model("kimi-k2", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _kimi_k2, layer_id=1,
@@ -229,9 +246,9 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("glm4-moe", "sglang.srt.models.glm4_moe", "Glm4MoeDecoderLayer", "Glm4MoeForCausalLM", _glm4_moe,
           layer_id=1, causal_lm="sglang.srt.models.glm4_moe.Glm4MoeForCausalLM"),
     Model("qwen3.5-moe", "sglang.srt.models.qwen3_5", "Qwen3_5AttentionDecoderLayer", "Qwen3_5MoeForCausalLM",
-          _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm",)),
+          _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm", "qk_norm_rope_gate", "sigmoid_mul")),
     Model("qwen3.5-moe-linear", "sglang.srt.models.qwen3_5", "Qwen3_5LinearDecoderLayer", "Qwen3_5MoeForCausalLM",
-          _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton")),
+          _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton", "sigmoid_mul")),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
           attention_backend="dsa"),
