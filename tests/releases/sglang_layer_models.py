@@ -143,7 +143,22 @@ class Model:
 
     def forward(self, layer: Any, batch: Any) -> Callable[[Tensor, Tensor], Any]:
         """The call the model's own forward makes for one layer (the first: no residual yet), as a
-        function of positions and hidden states (what is imported, imported before dynamo traces)."""
+        function of positions and hidden states (what is imported, imported before dynamo traces).
+        From 0.5.21 the model's forward starts the layer stack's residual stream first (its
+        layer_boundary ``residual_batch.start``), inside the compiled forward as the model does."""
+        call = self._layer_call(layer, batch)
+        try:
+            stack = importlib.import_module("sglang.srt.layers.layer_boundary.residual.batch")
+        except ModuleNotFoundError:  # before 0.5.21: no layer stack to start
+            return call
+
+        def started(positions: Tensor, hidden: Tensor) -> Any:
+            stack.start(batch)
+            return call(positions, hidden)
+
+        return started
+
+    def _layer_call(self, layer: Any, batch: Any) -> Callable[[Tensor, Tensor], Any]:
         if self.module.endswith("deepseek_v2"):  # DeepseekV2Model.forward: a BumpAllocator per forward
             allocator = importlib.import_module("sglang.srt.utils").BumpAllocator
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import importlib
 import inspect
 import json
@@ -62,6 +63,9 @@ ALLREDUCE_FUSION = {"enable_flashinfer_allreduce_fusion": True, "flashinfer_allr
 # Where the communicator's gate of the fused all-reduce + RMSNorm lives: 0.5.8-0.5.20, then 0.5.21's
 FUSION_GATES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 TOKENS = 8  # the prefill batch compiled
+# Where SGLang's JIT QK-norm kernel and its cache_once check live: 0.5.8-0.5.20, then 0.5.21's
+QK_NORM_CHECKS = ("sglang.jit_kernel.norm", "sglang.kernels.ops.layernorm.norm")
+BOUNDARY_REDUCTION = "sglang.srt.arg_groups.boundary_reduction"  # 0.5.21 on: resolved before the model is built
 
 
 def sgl_kernel_fakes(module: Any) -> None:
@@ -202,6 +206,15 @@ def cuda_runtime() -> bool:
     return bool(found)
 
 
+def resolved(ctx: Any, chosen: Model) -> dict[str, Any]:
+    """The server arguments a release resolves from the model's HF config before the model is built, as
+    its own resolution computes them: from 0.5.21 the FFN boundary reduction (`boundary_reduction` auto:
+    its model_boundary_reduction of the config, which its layer_boundary factories require resolved)."""
+    if not ctx.has(BOUNDARY_REDUCTION.replace(".", "/") + ".py"):
+        return {}
+    return {"boundary_reduction": ctx.module(BOUNDARY_REDUCTION).model_boundary_reduction(chosen.config())}
+
+
 def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, allreduce_fusion: bool,
           chosen: Model) -> tuple[Any, ...]:
     packages = [os.path.join(sglang_tree, "sglang"), os.path.join(flashinfer_tree, "flashinfer")]
@@ -238,7 +251,7 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
             SGLANG_FAKES[name](lambda relative: os.path.isfile(os.path.join(sglang_tree, relative)))
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
-    sglang_drivers.serve(ctx, backend, ALLREDUCE_FUSION if allreduce_fusion else None)
+    sglang_drivers.serve(ctx, backend, {**(ALLREDUCE_FUSION if allreduce_fusion else {}), **resolved(ctx, chosen)})
     prefill_graph_config(ctx)
     jit_topk_fake(ctx)
     single_rank_dp_attention()
@@ -303,11 +316,25 @@ def decode_graphs_asked(ctx: Any, chosen: Model) -> None:
     runs first) have asked eagerly: SGLang's cache_once check of its JIT QK-norm kernel, which dynamo then
     reads from the cache (0.5.8-0.5.9 trace into it otherwise). The kernel is not built here (its C++
     sources are not unpacked), so the check answers False and the layer takes the unfused QK norm."""
-    if ctx.has("sglang/jit_kernel/norm.py"):
-        check = getattr(importlib.import_module("sglang.jit_kernel.norm"), "can_use_fused_inplace_qknorm", None)
-        head_dim = getattr(chosen.config(), "head_dim", None)  # MLA has none: no QK norm
-        if check is not None and head_dim is not None:
-            check(head_dim, torch.bfloat16)
+    for module in QK_NORM_CHECKS:
+        if ctx.has(module.replace(".", "/") + ".py"):
+            check = getattr(importlib.import_module(module), "can_use_fused_inplace_qknorm", None)
+            head_dim = getattr(chosen.config(), "head_dim", None)  # MLA has none: no QK norm
+            if check is not None and head_dim is not None:
+                check(head_dim, torch.bfloat16)
+
+
+def warmed_up(layer: Any) -> None:
+    """What the runner's eager warm-up forward (its "dummy warmup for jit kernel", run before
+    install_torch_compiled in every release) leaves in the layer that the trace then reads, made here
+    without running a kernel: 0.5.21's stage plans compute their `output` on first use, a
+    functools.cached_property whose lock dynamo cannot enter (Python 3.11), filled by that forward."""
+    for module in layer.modules():
+        for stage in list(vars(module).values()):
+            plan = getattr(stage, "plan", None)
+            for name, attribute in vars(type(plan)).items() if plan is not None else ():
+                if isinstance(attribute, functools.cached_property):
+                    getattr(plan, name)
 
 
 def extend_batch(tokens: int) -> Any:
@@ -346,6 +373,7 @@ def compile_layer(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, 
     one_rank_world(os.getcwd())
     fake_gpu_inlined()  # after init_process_group, which clears dynamo's rule maps
     decode_graphs_asked(ctx, chosen)
+    warmed_up(layer)
     os.environ["SGLANG_CACHE_DIR"] = os.path.join(os.getcwd(), "sglang-cache")
     backends: list[Any] = []
     frames: set[str] = set()

@@ -20,7 +20,7 @@ sglang_drivers.py, sglang_moe.py say how), every stand-in the probe uses:
   (sgl_kernel, triton, triton_kernels, cuda-python, cutlass), stand-ins everywhere; a region that
   traces into a permissive stand-in fails its test;
 - ``msgspec``: Struct, defstruct, field and structs over dataclasses (ServerArgs is a msgspec struct
-  from 0.5.20);
+  from 0.5.20), positional, frozen, keyword-only and compared by value as each struct's options ask;
 - SGLang modules whose import raises with those stand-ins (configs of other models, tokenizer
   helpers): stand-ins themselves, listed with the reason; no region needs one;
 - ``sgl_kernel.scaled_fp4_quant`` (SM100 linear quantize, 0.5.8-0.5.9): an opaque op of sgl-kernel's

@@ -166,7 +166,9 @@ class AbsentModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 def msgspec_stand_in() -> types.ModuleType:
     """msgspec (compiled, absent here), as far as SGLang's configuration needs it to work: Struct
-    subclasses and defstruct become keyword-only dataclasses (frozen where asked), field is
+    subclasses and defstruct become dataclasses, frozen, keyword-only and compared by value as msgspec's
+    own options ask (a Struct's __init__ takes its fields in order unless kw_only; it compares by value
+    unless eq=False), field is
     dataclasses.field, structs.fields/asdict/replace/force_setattr; the rest is permissive."""
     import dataclasses
 
@@ -177,7 +179,8 @@ def msgspec_stand_in() -> types.ModuleType:
             value = cls.__dict__.get(name, dataclasses.MISSING)
             if isinstance(value, (list, dict, set)):
                 setattr(cls, name, dataclasses.field(default_factory=functools.partial(copy.copy, value)))
-        dataclasses.dataclass(cls, frozen=bool(options.get("frozen")), kw_only=True, eq=False)
+        dataclasses.dataclass(cls, frozen=bool(options.get("frozen")), kw_only=bool(options.get("kw_only")),
+                              eq=bool(options.get("eq", True)))
         cls.__struct_fields__ = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[attr-defined]
 
     class Struct:
@@ -205,7 +208,15 @@ def msgspec_stand_in() -> types.ModuleType:
         return types.new_class(name, tuple(bases or (Struct,)), options, lambda ns: ns.update(body))
 
     structs = StubModule("msgspec.structs")
-    structs.fields = lambda obj: dataclasses.fields(obj)  # type: ignore[attr-defined]
+    def fields(obj: Any) -> tuple[Any, ...]:  # msgspec's FieldInfo: NODEFAULT where a dataclass has MISSING
+        return tuple(types.SimpleNamespace(
+            name=f.name, encode_name=f.name, type=f.type,
+            default=nodefault if f.default is dataclasses.MISSING else f.default,
+            default_factory=nodefault if f.default_factory is dataclasses.MISSING else f.default_factory,
+            required=f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(obj))
+
+    structs.fields = fields  # type: ignore[attr-defined]
     structs.asdict = lambda obj: {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}  # type: ignore[attr-defined]
     structs.replace = dataclasses.replace  # type: ignore[attr-defined]
     structs.force_setattr = object.__setattr__  # type: ignore[attr-defined]
