@@ -29,6 +29,22 @@ runner stamps (0.5.20 on).
 - ``glm-5``: GLM-5 (``GlmMoeDsaForCausalLM``: the DeepseekV2 layer with the DSA indexer), layer 1:
   256 routed experts in one group, top-8, one shared (fused). ``glm-5+torchada`` is the same with an
   importable ``torchada`` (0.5.20's is_musa imports it inside the trace; see ``torchada``).
+
+What each release's code asks beyond the probe's common fakes (one construction for every release
+0.5.8 on; the fakes are set where the release keeps the kernel, found in its tree):
+
+- 0.5.8-0.5.10.post1: DeepSeek-V3's grouped router is sgl-kernel's ``moe_fused_gate`` (a fake);
+  from 0.5.11 SGLang's own op ``fused_topk_deepseek``.
+- Qwen3.5 (from 0.5.9): Gemma RMSNorm (sgl-kernel fakes); around the GatedDeltaNet its Triton split
+  (none in 0.5.9, ``jit_kernel.triton`` 0.5.10-0.5.16, ``kernels.ops.attention`` on) and FLA's gated
+  RMSNorm (``srt.layers.attention.fla`` to 0.5.15, ``kernels.ops.attention.fla`` on); from 0.5.14 the
+  Triton sigmoid gates (``fused_sigmoid_mul``, ``fused_gate_sigmoid_mul_add``), from 0.5.15 the
+  fused QK norm + rope + gate (0.5.19 on with mrope's axis map); the configuration's
+  ``output_gate_type`` (read from 0.5.17 on) at its config class's default.
+- 0.5.17 on, the DeepseekV2 layer: the CP decode-attention context, made as the decode graphs make
+  it before the prefill compile (``after_loading``).
+- 0.5.21 on: the layer stack's residual stream started inside the compiled call, and the batch's
+  own ``moe_num_token_non_padded`` method bound to the probe's batch (``forward``).
 """
 
 from __future__ import annotations
@@ -47,6 +63,7 @@ Tensor = torch.Tensor
 
 
 DECODE_ATTN_TP = "sglang.srt.layers.cp.cp_decode_attn_tp"  # 0.5.17 on
+BATCH_METHODS = ("moe_num_token_non_padded",)  # ForwardBatch's own, which the MoE layers call (0.5.21 on)
 
 
 def _has_module(name: str) -> bool:
@@ -145,7 +162,13 @@ class Model:
         """The call the model's own forward makes for one layer (the first: no residual yet), as a
         function of positions and hidden states (what is imported, imported before dynamo traces).
         From 0.5.21 the model's forward starts the layer stack's residual stream first (its
-        layer_boundary ``residual_batch.start``), inside the compiled forward as the model does."""
+        layer_boundary ``residual_batch.start``), inside the compiled forward as the model does; and
+        the DeepseekV2 and GLM-4.5 MoE ask the batch's own ``moe_num_token_non_padded`` (the
+        release's ForwardBatch method, bound to the probe's batch)."""
+        batch_class = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardBatch
+        for name in BATCH_METHODS:
+            if hasattr(batch_class, name):
+                setattr(batch, name, types.MethodType(getattr(batch_class, name), batch))
         call = self._layer_call(layer, batch)
         try:
             stack = importlib.import_module("sglang.srt.layers.layer_boundary.residual.batch")
@@ -161,10 +184,12 @@ class Model:
     def _layer_call(self, layer: Any, batch: Any) -> Callable[[Tensor, Tensor], Any]:
         if self.module.endswith("deepseek_v2"):  # DeepseekV2Model.forward: a BumpAllocator per forward
             allocator = importlib.import_module("sglang.srt.utils").BumpAllocator
+            # the layer's residual argument, gone from 0.5.21 (the layer stack carries the residual)
+            residual = (None,) if "residual" in inspect.signature(type(layer).forward).parameters else ()
 
             def deepseek(positions: Tensor, hidden: Tensor) -> Any:
                 zero = allocator(buffer_size=2, dtype=torch.float32, device=hidden.device)
-                return layer(positions, hidden, batch, None, zero)
+                return layer(positions, hidden, batch, *residual, zero)
 
             return deepseek
         if self.module.endswith("qwen3_5"):  # Qwen3_5ForCausalLM.forward passes keywords

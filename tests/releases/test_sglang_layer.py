@@ -251,7 +251,7 @@ def _every_run(release: str, name: str, case_id: str) -> bool:
     return (release, "*", case) in MODELS_EVERY_RUN or (release, name, case) in MODELS_EVERY_RUN
 
 
-MODEL_CASES = [c for v in RELEASES if v not in NOT_BUILT for m in TARGETS for c in model_cases(v, m)
+MODEL_CASES = [c for v in RELEASES for m in TARGETS for c in model_cases(v, m)
                if FULL or _every_run(v, m, c.id)]
 
 
