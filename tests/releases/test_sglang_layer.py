@@ -12,9 +12,14 @@ GPU; its patched series (0004) takes that as a constant. Each run is kept in the
 digest of its inputs (the probe's and its modules' sources, both trees' files, the GPU, backend and
 options, torch's version), as the region probes are. The other target architectures
 (tests/releases/sglang_layer_models.py: DeepSeek-V3 and Kimi-K2 (MLA), GLM-4.5, Qwen3.5 MoE, GLM-5) are
-built from the default stack's model code (GLM-5 from 0.5.20's, where piecewise stays on for it) and
-compiled the same way; the graph must hold no node of FlashInfer's own Python outside the overlay's
-routing. `make test` runs the default stack's cases on SM120, the rest with NVFP4_OVERLAY_FULL=1.
+built from each release's own model code, on every release whose tree has the model and compiles it
+piecewise (not_compiled reads why not from the tree: the model absent, its architecture in the
+release's piecewise_cuda_graph_disabled_model_archs, or for GLM-5 no split op around the DSA indexer),
+and compiled the same way: upstream and patched on SM120 (cutlass), patched on SM100 (trtllm), the
+SGLang series' control where fp4_quantize is raw (the fuller matrix on the default stack's release and
+0.5.20); the graph must hold no node of FlashInfer's own Python outside the overlay's routing. Every run
+is an entry of patches/sglang/audit-layer.json (the other models' under ``models``). `make test` runs
+the default stack's cases on SM120 and a few of 0.5.20's, the rest with NVFP4_OVERLAY_FULL=1.
 """
 
 from __future__ import annotations
@@ -335,12 +340,19 @@ def _piecewise_disabled_archs(sglang: Path) -> list[str]:
     return []
 
 
+@pytest.mark.xdist_group(f"sglang-layer-{default_sglang()}")
 def test_glm5_is_not_compiled_on_the_default_stack(trees: Any) -> None:
     """0.5.11 turns piecewise off for GlmMoeDsa (and any DSA/NSA config: is_deepseek_nsa), so GLM-5's
-    layers never meet dynamo there; 0.5.20 keeps it on."""
+    layers never meet dynamo there (its cases skip, saying so)."""
     upstream = trees(default_sglang())["sglang-upstream"]
     source = (upstream / "sglang" / "srt" / "configs" / "model_config.py").read_text()
     assert "GlmMoeDsaForCausalLM" in _piecewise_disabled_archs(upstream)
     assert "is_piecewise_cuda_graph_disabled_model(self.hf_config.architectures)\n            or is_deepseek_nsa(" in source
-    assert not_compiled(upstream, default_sglang(), "glm-5") is not None
+    assert "piecewise_cuda_graph_disabled_model_archs" in str(not_compiled(upstream, default_sglang(), "glm-5"))
+
+
+@pytest.mark.xdist_group("sglang-layer-0.5.20")
+def test_glm5_is_compiled_on_0_5_20(trees: Any) -> None:
+    """0.5.20 keeps piecewise on for GLM-5, its DSA indexer SGLang's split op: its cases run (`make test`
+    runs three), not skip."""
     assert not_compiled(trees("0.5.20")["sglang-upstream"], "0.5.20", "glm-5") is None
