@@ -111,16 +111,16 @@ class Watch:
                 self.tracer_opens += 1
 
     def runs_in_trees(self) -> str | None:
-        """The running code that asked, when it is SGLang's or FlashInfer's ("file:line function"): the
-        innermost frame outside the standard library and the import system; None where that frame is
-        the tracer's own (dynamo reading a source, torch importing what it uses)."""
+        """The running code that asked, when it is SGLang's or FlashInfer's ("sglang/...py:line function",
+        relative to its tree): the innermost frame outside the standard library and the import system;
+        None where that frame is the tracer's own (dynamo reading a source, torch importing what it uses)."""
         frame: Any = sys._getframe(2)
         while frame is not None and (frame.f_code.co_filename.startswith(("<frozen", STDLIB))
                                      or frame.f_code.co_filename == __file__):
             frame = frame.f_back
-        if frame is not None and frame.f_code.co_filename.startswith(self.trees):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}"
-        return None
+        file = frame.f_code.co_filename if frame is not None else ""
+        root = next((tree for tree in self.trees if file.startswith(tree)), None)
+        return None if root is None else f"{file[len(root):]}:{frame.f_lineno} {frame.f_code.co_name}"
 
 
 WATCH = Watch()

@@ -41,7 +41,7 @@ from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flash
 from nvfp4_overlay.oracle import probe_runner, sglang_releases
 from nvfp4_overlay.wheel import fetch
 
-pytestmark = [pytest.mark.upstream, pytest.mark.torch]
+pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("sglang-layer-tp")]  # one worker: trees once
 
 HERE = Path(__file__).resolve().parent
 TP_PROBE = HERE / "sglang_layer_tp_probe.py"
@@ -77,6 +77,7 @@ MATRIX = [case(release, "patched", gpu, backend, *options, model=model)
                                         (SM100, "flashinfer_trtllm", ()), (SM100, "flashinfer_trtllm", (FUSION,)),
                                         (SM120, "flashinfer_cutlass", ()))]
 MATRIX += [case(release, "upstream", SM120, "flashinfer_cutlass", model="deepseek-v3") for release in (DEFAULT, LATER)]
+MATRIX += [case(LATER, "patched", SM100, "flashinfer_cutlass", FUSION, tp=1)]  # 0.5.20's control
 CASES = ALWAYS + ([c for c in MATRIX if c.id not in {a.id for a in ALWAYS}] if FULL else [])
 
 
@@ -179,31 +180,50 @@ def _one_whole_rank(run: dict[str, Any], release: str, gpu: tuple[int, int], opt
     assert not [f for f in run["flashinfer_frames"] if "flashinfer/_nvfp4_overlay/" not in f], run["flashinfer_frames"]
     # what SGLang's or FlashInfer's code ran while traced: nothing of FlashInfer's, nothing of the
     # communicator's; 0.5.20's QK-norm JIT build (assume_constant_result) is the one SGLang call dynamo makes
-    assert not [e for e in run["trace_io"] if "/flashinfer/" in e[-1] or "/distributed/" in e[-1]
+    assert not [e for e in run["trace_io"] if e[-1].startswith("flashinfer/") or "/distributed/" in e[-1]
                 or "comm_fusion" in e[-1]], run["trace_io"]
-    assert all("/sglang/kernels/jit/" in e[-1] or "/sglang/kernels/ops/" in e[-1] for e in run["trace_io"]), run["trace_io"]
+    assert all(e[-1].startswith(("sglang/kernels/jit/", "sglang/kernels/ops/")) for e in run["trace_io"]), run["trace_io"]
     traced_reads = {read.removeprefix("trace:") for read in run["workspace_reads"] if read.startswith("trace:")}
     assert traced_reads <= {"__class__"}, run["workspace_reads"]  # dynamo's own look at the object, no more
     if model == "qwen3-moe":  # the row-parallel o_proj (NVFP4, 2 per byte): its 4 heads of 64 split over the ranks
         assert run["shapes"]["self_attn.o_proj.weight"] == [256, 4 * 64 // 2 // tp], run["shapes"]
 
 
+def test_tp_2_differs_from_tp_1_only_by_its_reduces(trees: Any, tmp_path: Path) -> None:
+    """Each TP 1 control and its TP 2 twin trace the same ops, but for the all-reduces: with the fusion the
+    fused op stands where one rank's fused_add_rmsnorm stood, and the reduces are added."""
+    controls = [c for c in CASES if c.id.endswith("-tp1")]
+    assert controls, [c.id for c in CASES]
+    for control in controls:
+        release, side, gpu, backend, options = control.values
+        tree = trees(release)
+        one = tp_run(tree[side], tree[f"flashinfer-{side}"], gpu, backend, tmp_path, options)["ranks"][0]
+        two_options = (*options[:-1], "2")
+        two = tp_run(tree[side], tree[f"flashinfer-{side}"], gpu, backend, tmp_path, two_options)["ranks"][0]
+        fused = "sglang.flashinfer_allreduce_residual_rmsnorm"
+        reduces = set(expected_reduces(release, gpu, options)) - {fused}
+        without = [["sglfake.fused_add_rmsnorm" if op == fused else op for op in p["ops"]
+                    if op not in reduces] for p in two["pieces"]]
+        assert without == [p["ops"] for p in one["pieces"]], (two["pieces"], one["pieces"])
+        assert one["collective_nodes"] == [[]] and one["allreduce_fusion"] is two["allreduce_fusion"], one
+        # what SGLang's code ran while traced does not depend on the ranks (0.5.20's QK-norm JIT lookup)
+        assert {e[-1].split(":")[0] for e in one["trace_io"]} == {e[-1].split(":")[0] for e in two["trace_io"]}, (one, two)
+
+
 DOC = ROOT / "docs" / "sglang-regions.md"
-ROW = re.compile(r"^\| `(?P<case>[^`]+)` \| (?P<ops>[^|]*) \|", re.MULTILINE)
+ROW = re.compile(r"^\| `(?P<case>[^`]+)` \| (?P<whole>yes|no[^|]*) \| (?P<ops>[^|]*) \|", re.MULTILINE)
 
 
 def test_the_document_says_what_the_tp_runs_found(trees: Any, tmp_path: Path) -> None:
-    """docs/sglang-regions.md's tensor-parallel table: each row's all-reduce ops are the run's."""
+    """docs/sglang-regions.md's tensor-parallel table: each row's verdict and all-reduce ops are the run's."""
     text = DOC.read_text(encoding="utf-8")
-    section = text[text.index("## Tensor parallel"):]
-    rows = {m["case"]: [op.strip(" `") for op in m["ops"].split(",") if op.strip()] for m in ROW.finditer(section)}
-    assert rows, "docs/sglang-regions.md: no tensor-parallel table"
+    rows = list(ROW.finditer(text[text.index("## Tensor parallel"):]))
+    assert {m["case"] for m in rows} == {c.id for c in ALWAYS + MATRIX}, "docs/sglang-regions.md's TP table"
     wanted = {c.id: c.values for c in CASES}
-    for name, ops in rows.items():
-        if name not in wanted:
-            assert any(name == c.id for c in MATRIX + ALWAYS), name  # a case of the full matrix
-            continue
-        release, side, gpu, backend, options = wanted[name]
+    for row in (m for m in rows if m["case"] in wanted):
+        release, side, gpu, backend, options = wanted[row["case"]]
         tree = trees(release)
         run = tp_run(tree[side], tree[f"flashinfer-{side}"], gpu, backend, tmp_path, options)["ranks"][0]
-        assert ops == (run["collective_nodes"][0] if run.get("collective_nodes") else []), (name, run)
+        assert (row["whole"] == "yes") is run["whole"], (row["case"], run.get("error"))
+        ops = [op.strip(" `") for op in row["ops"].split(",") if op.strip()]
+        assert ops == (run["collective_nodes"][0] if run["collective_nodes"] else []), (row["case"], run)
