@@ -66,9 +66,10 @@ def _machine() -> dict[str, Any]:
             "python": sys.version.split()[0]}
 
 
-def jit_cache(gpu: str, modules: list[str], dist: Path, cache: Path, log: Path) -> dict[str, Any]:
+def jit_cache(gpu: str, modules: list[str], dist: Path, cache: Path, log: Path,
+              options: tuple[str, ...] = ()) -> dict[str, Any]:
     argv = [sys.executable, "-m", "nvfp4_overlay.cli", "jit-cache", "--gpu", gpu, "--dist-dir", str(dist),
-            "--cache-dir", str(cache), "--patches-dir", str(ROOT / "patches"), "--json",
+            "--cache-dir", str(cache), "--patches-dir", str(ROOT / "patches"), "--json", *options,
             *[x for m in modules for x in ("--module", m)]]
     env = dict(os.environ, MAX_JOBS=str(os.cpu_count() or 16))
     started = time.perf_counter()

@@ -7,7 +7,7 @@ against the trtllm-gen headers flashinfer-cubin ships. DIR holds that wheel's ar
 as `jit-cache` unpacks them from the pinned wheel (wheel/cubin_pins.py; the 295 MB wheel does not
 travel): they are put where jit-cache looks for them, under the cache dir by the pinned digest. Steps:
 
-1. `nvfp4-overlay jit-cache --gpu sm100 --module fused_moe_trtllm_sm100` (MAX_JOBS = the cores);
+1. `nvfp4-overlay jit-cache --gpu sm100 --all-routes --module fused_moe_trtllm_sm100` (MAX_JOBS = the cores);
 2. its first call on a node without nvcc (no CUDA_HOME, no nvcc on PATH), the GPU faked as SM100
    (the call stops once the module loaded: the H200 runs no SM100 kernel), with the cache wheel on the
    path and FLASHINFER_CUBIN_DIR at a copy of DIR standing in for the installed flashinfer-cubin:
@@ -47,7 +47,9 @@ def main() -> None:
         shutil.copy(wheel, dist)
     shutil.copytree(artifacts, cache / "cubin-artifacts" / artifacts.name)
     save = lambda: (out / "summary.json").write_text(json.dumps(summary, indent=1))  # noqa: E731
-    summary["sm100_build"] = jit_cache("sm100", [MODULE], dist, cache, out / "sm100-build.log")
+    # --all-routes: the module is named, so the serving path's scan (which needs the stack's SGLang wheel
+    # for the device's Python, not carried) has nothing to choose
+    summary["sm100_build"] = jit_cache("sm100", [MODULE], dist, cache, out / "sm100-build.log", ("--all-routes",))
     save()
     if summary["sm100_build"].get("wheel"):
         summary["first_call_without_nvcc"] = first_call(Path(summary["sm100_build"]["wheel"]), cache, artifacts)
