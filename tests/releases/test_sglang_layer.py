@@ -279,7 +279,7 @@ def not_compiled(sglang: Path, release: str, name: str) -> str | None:
                 "(configs/model_config.py: piecewise_cuda_graph_disabled_model_archs)")
     indexers = sglang / "sglang" / "srt" / "layers" / "attention"
     if chosen.attention_backend == "dsa" and not any(
-            "def pcg_dsa_indexer_prefill_split(" in p.read_text() for p in indexers.rglob("*indexer*.py")):
+            "def pcg_dsa_indexer_prefill_split(" in p.read_text() for p in indexers.rglob("*.py")):
         return (f"SGLang {release} has no split op around the DSA indexer (pcg_dsa_indexer_prefill_split): its "
                 "piecewise graph traces the indexer into the DSA attention backend, which the probe does not build")
     return None
