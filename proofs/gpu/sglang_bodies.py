@@ -185,7 +185,10 @@ def sgl_per_token_group_quant_8bit(x: Tensor, x_q: Tensor, x_s: Tensor, group_si
     torch.ops.sglbody.per_token_group_quant_fp8(x, x_q, x_s, group_size, eps, fp8_min, fp8_max, scale_ue8m0)
 
 
-def weak_ref_tensor(tensor: Tensor) -> Tensor:
+def weak_ref_tensor(tensor: Any) -> Any:
+    """sgl-kernel's wrapper passes what is not a tensor through (a piece's SymInt output, 0.5.20 at 128 tokens)."""
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
     return tensor.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 
@@ -268,7 +271,10 @@ def install(sgl_kernel: types.ModuleType) -> dict[str, list[str]]:
     the layers that import from them), the release's table (0.5.20's where the tree has sglang.kernels.ops);
     returns what was replaced, per module."""
     here = sys.modules[__name__]
-    newer = importlib.util.find_spec("sglang.kernels.ops") is not None
+    try:
+        newer = importlib.util.find_spec("sglang.kernels.ops") is not None
+    except ModuleNotFoundError:  # 0.5.11: no sglang.kernels at all
+        newer = False
     done: dict[str, list[str]] = {}
     for name, functions in (BODIES_0520 if newer else BODIES).items():
         module = sgl_kernel if name == "sgl_kernel" else importlib.import_module(name)

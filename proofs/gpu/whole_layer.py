@@ -1,11 +1,13 @@
 """GPU proof of a whole SGLang decoder layer on SM90: SGLang 0.5.11's own Qwen3-MoE FP8 block-scale layer,
 eager, compiled by SGLang's own piecewise compile, and replayed from SGLang's own piecewise CUDA graphs.
 
-    python3 proofs/gpu/whole_layer.py --wheels DIR --out "$OUT"          # on the H200, one device call
+    python3 proofs/gpu/whole_layer.py --wheels DIR --out "$OUT" [--release 0.5.20]  # on the H200, one device call
     python3 proofs/gpu/whole_layer.py --trace SGLANG_TREE FLASHINFER_TREE  # on a CPU, SM90 faked: the trace
 
-DIR holds `patched/` and `upstream/` (each one flashinfer-python 0.6.8.post1 wheel and one sglang 0.5.11
-wheel) and `deps/` (apache-tvm-ffi for this interpreter). The layer and its server are
+DIR holds `patched/` and `upstream/` (each one flashinfer-python wheel and one sglang wheel of the release's
+stack: 0.6.8.post1 and 0.5.11 by default, 0.6.18 and 0.5.20 with `--release 0.5.20`) and `deps/`
+(apache-tvm-ffi for this interpreter). 0.5.20 compiles the layer as its tc_piecewise prefill runner does
+(whole_layer_build.tc_piecewise) and adds a child of upstream SGLang over the patched FlashInfer. The layer and its server are
 whole_layer_build.py's; the kernels it runs: FlashInfer's fp8_blockscale_gemm_sm90 (qkv_proj, o_proj),
 SGLang's Triton fused MoE (FP8 block-scale experts), SGLang's torch_native attention, and torch bodies
 for sgl-kernel and SGLang's JIT kernels (sglang_bodies.py). One child per side and compiler:
@@ -47,9 +49,9 @@ PATCHED_OP = "nvfp4_overlay.flashinfer_fp8_blockscale_gemm_sm90"
 RUNS = {"patched-eager": 280, "patched-inductor": 140, "upstream-eager": 100}  # child: seconds given
 # Per release: the children (seconds given each) and the result's name. 0.5.20 adds `upstream_sglang`: upstream
 # SGLang over the patched FlashInfer (where SGLang's own code stops the compile, past FlashInfer's GEMM).
-RELEASES = {
+RELEASES: dict[str, dict[str, Any]] = {
     "0.5.11": {"runs": RUNS, "result": "gpu_whole_layer_proof.json"},
-    "0.5.20": {"runs": {"patched-eager": 230, "upstream-eager": 120, "upstream_sglang-eager": 70,
+    "0.5.20": {"runs": {"patched-eager": 230, "upstream-eager": 200, "upstream_sglang-eager": 70,
                         "patched-inductor": 120}, "result": "gpu_whole_layer_proof_0.5.20.json"},
 }
 

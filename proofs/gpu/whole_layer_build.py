@@ -18,9 +18,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.abc
 import importlib.util
 import inspect
-import importlib.abc
 import os
 import sys
 import tempfile
@@ -63,7 +63,10 @@ PIECEWISE_0511 = "sglang.srt.compilation.piecewise_context_manager"
 
 def tc_piecewise() -> bool:
     """The release compiles its prefill with tc_piecewise (0.5.20), not the piecewise runner (0.5.11)."""
-    return importlib.util.find_spec(TC_PIECEWISE) is not None
+    try:
+        return importlib.util.find_spec(TC_PIECEWISE) is not None
+    except ModuleNotFoundError:  # a parent package the release lacks (0.5.11)
+        return False
 
 
 @dataclasses.dataclass
