@@ -186,6 +186,7 @@ def piecewise(runner: Runner, eager: dict[Any, Any], compiler: str, out: dict[st
                 out["sizes"][n]["first_call"] = compare(runner.compiled(n, "a"), eager[(n, "a")])
                 out["sizes"][n]["compiled"] = compare(runner.compiled(n, "a"), eager[(n, "a")])
         out["compile_s"] = round(time.monotonic() - start, 1)
+        out["graph_ops"] = graphs  # kept should the capture fail
         fused_ops(runner.built.layer, compiler, enter=False)
         for n in reversed(SIZES):
             record = out["sizes"][n]
