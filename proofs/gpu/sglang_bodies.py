@@ -25,6 +25,8 @@ runner see what they see on a server. What is not a body of ours runs as SGLang 
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 import types
 from typing import Any
@@ -39,6 +41,18 @@ BODIES = {
     "sglang.jit_kernel.rope": ("apply_rope_with_cos_sin_cache_inplace",),
     "sglang.jit_kernel.kvcache": ("can_use_store_cache",),
     "sglang.jit_kernel.norm": ("fused_inplace_qknorm", "can_use_fused_inplace_qknorm"),
+}
+# SGLang 0.5.20 moved its JIT kernels to sglang.kernels.ops (other signatures: the `*_0520` bodies below),
+# where the layer calls them instead of sgl-kernel's; sgl-kernel keeps the norms, SiLU and the weak ref.
+BODIES_0520 = {
+    "sgl_kernel": ("rmsnorm", "fused_add_rmsnorm", "silu_and_mul", "weak_ref_tensor"),
+    "sglang.kernels.ops.layernorm.norm": ("rmsnorm", "fused_add_rmsnorm", "fused_inplace_qknorm",
+                                          "can_use_fused_inplace_qknorm"),
+    "sglang.kernels.ops.activation.activation": ("silu_and_mul",),
+    "sglang.kernels.ops.attention.rope": ("apply_rope_with_cos_sin_cache_inplace",),
+    "sglang.kernels.ops.kvcache.kvcache": ("can_use_store_cache",),
+    "sglang.kernels.ops.moe": ("moe_align_block_size", "topk_softmax"),
+    "sglang.kernels.ops.quantization": ("per_token_group_quant",),
 }
 
 
@@ -171,7 +185,10 @@ def sgl_per_token_group_quant_8bit(x: Tensor, x_q: Tensor, x_s: Tensor, group_si
     torch.ops.sglbody.per_token_group_quant_fp8(x, x_q, x_s, group_size, eps, fp8_min, fp8_max, scale_ue8m0)
 
 
-def weak_ref_tensor(tensor: Tensor) -> Tensor:
+def weak_ref_tensor(tensor: Any) -> Any:
+    """sgl-kernel's wrapper passes what is not a tensor through (a piece's SymInt output, 0.5.20 at 128 tokens)."""
+    if not isinstance(tensor, torch.Tensor):
+        return tensor
     return tensor.as_strided(tensor.shape, tensor.stride(), tensor.storage_offset())
 
 
@@ -204,14 +221,65 @@ def can_use_store_cache(size: int) -> bool:
     return False
 
 
+# 0.5.20's own signatures, where they differ from sgl-kernel's and 0.5.11's JIT kernels'
+def rmsnorm_0520(input: Tensor, weight: Tensor, out: Tensor | None = None, eps: float = 1e-6) -> None:
+    (input if out is None else out).copy_(torch.ops.sglbody.rmsnorm(input, weight, eps))
+
+
+def fused_add_rmsnorm_0520(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6, *,
+                           cast_x_before_out_mul: bool = False) -> None:
+    if cast_x_before_out_mul:
+        msg = "sglbody: fused_add_rmsnorm has no HF-cast variant (this layer asks none)"
+        raise NotImplementedError(msg)
+    torch.ops.sglbody.fused_add_rmsnorm(input, residual, weight, eps)
+
+
+def apply_rope_with_cos_sin_cache_inplace_0520(q: Tensor, k: Tensor, cos_sin_cache: Tensor, positions: Tensor, *,
+                                               is_neox: bool, rope_dim: int = 0, fused_args: Any = None) -> None:
+    apply_rope_with_cos_sin_cache_inplace(positions, q, k, cos_sin_cache, is_neox, rope_dim, fused_args)
+
+
+def can_use_store_cache_0520(k_row_bytes: int, v_row_bytes: int = 0) -> bool:
+    return False
+
+
+def topk_softmax_0520(topk_weights: Tensor, topk_ids: Tensor, gating_output: Tensor, renormalize: bool = False,
+                      moe_softcapping: float = 0.0, correction_bias: Tensor | None = None) -> None:
+    if moe_softcapping or correction_bias is not None:
+        msg = "sglbody: topk_softmax has no softcapping or correction bias (this layer asks neither)"
+        raise NotImplementedError(msg)
+    torch.ops.sglbody.topk_softmax(topk_weights, topk_ids, gating_output, renormalize)
+
+
+def per_token_group_quant_0520(input: Tensor, output_q: Tensor | None = None, output_s: Tensor | None = None,
+                               group_size: int = 128, scale_ue8m0: bool = False, fuse_silu_and_mul: bool = False,
+                               masked_m: Tensor | None = None, expected_m: int | None = None, *,
+                               out_dtype: torch.dtype | None = None, column_major_scales: bool = False) -> Any:
+    """The JIT kernel's quantize into the caller's buffers (fp8_kernel's one call: its absmax floor 1e-10 and
+    the FP8 range baked in, as the kernel bakes them)."""
+    if output_q is None or output_s is None:
+        msg = "sglbody: per_token_group_quant writes into the caller's buffers only (as fp8_kernel calls it)"
+        raise NotImplementedError(msg)
+    limit = torch.finfo(output_q.dtype).max
+    sgl_per_token_group_quant_8bit(input, output_q, output_s, group_size, 1e-10, -limit, limit, scale_ue8m0,
+                                   fuse_silu_and_mul, masked_m)
+    return output_q, output_s
+
+
 def install(sgl_kernel: types.ModuleType) -> dict[str, list[str]]:
     """The bodies on sgl_kernel's stand-in and on SGLang's JIT kernel modules (imported, not yet bound by
-    the layers that import from them); returns what was replaced, per module."""
+    the layers that import from them), the release's table (0.5.20's where the tree has sglang.kernels.ops);
+    returns what was replaced, per module."""
     here = sys.modules[__name__]
+    try:
+        newer = importlib.util.find_spec("sglang.kernels.ops") is not None
+    except ModuleNotFoundError:  # 0.5.11: no sglang.kernels at all
+        newer = False
     done: dict[str, list[str]] = {}
-    for name, functions in BODIES.items():
-        module = sgl_kernel if name == "sgl_kernel" else __import__(name, fromlist=["_"])
+    for name, functions in (BODIES_0520 if newer else BODIES).items():
+        module = sgl_kernel if name == "sgl_kernel" else importlib.import_module(name)
         for function in functions:
-            setattr(module, function, getattr(here, function))
+            own = getattr(here, f"{function}_0520", None) if newer and name != "sgl_kernel" else None
+            setattr(module, function, own or getattr(here, function))
         done[name] = list(functions)
     return done

@@ -1,11 +1,13 @@
 """GPU proof of a whole SGLang decoder layer on SM90: SGLang 0.5.11's own Qwen3-MoE FP8 block-scale layer,
 eager, compiled by SGLang's own piecewise compile, and replayed from SGLang's own piecewise CUDA graphs.
 
-    python3 proofs/gpu/whole_layer.py --wheels DIR --out "$OUT"          # on the H200, one device call
+    python3 proofs/gpu/whole_layer.py --wheels DIR --out "$OUT" [--release 0.5.20]  # on the H200, one device call
     python3 proofs/gpu/whole_layer.py --trace SGLANG_TREE FLASHINFER_TREE  # on a CPU, SM90 faked: the trace
 
-DIR holds `patched/` and `upstream/` (each one flashinfer-python 0.6.8.post1 wheel and one sglang 0.5.11
-wheel) and `deps/` (apache-tvm-ffi for this interpreter). The layer and its server are
+DIR holds `patched/` and `upstream/` (each one flashinfer-python wheel and one sglang wheel of the release's
+stack: 0.6.8.post1 and 0.5.11 by default, 0.6.18 and 0.5.20 with `--release 0.5.20`) and `deps/`
+(apache-tvm-ffi for this interpreter). 0.5.20 compiles the layer as its tc_piecewise prefill runner does
+(whole_layer_build.tc_piecewise) and adds a child of upstream SGLang over the patched FlashInfer. The layer and its server are
 whole_layer_build.py's; the kernels it runs: FlashInfer's fp8_blockscale_gemm_sm90 (qkv_proj, o_proj),
 SGLang's Triton fused MoE (FP8 block-scale experts), SGLang's torch_native attention, and torch bodies
 for sgl-kernel and SGLang's JIT kernels (sglang_bodies.py). One child per side and compiler:
@@ -45,6 +47,13 @@ MARK = "@@LAYER@@"
 SIZES = (16, 128)
 PATCHED_OP = "nvfp4_overlay.flashinfer_fp8_blockscale_gemm_sm90"
 RUNS = {"patched-eager": 280, "patched-inductor": 140, "upstream-eager": 100}  # child: seconds given
+# Per release: the children (seconds given each) and the result's name. 0.5.20 adds `upstream_sglang`: upstream
+# SGLang over the patched FlashInfer (where SGLang's own code stops the compile, past FlashInfer's GEMM).
+RELEASES: dict[str, dict[str, Any]] = {
+    "0.5.11": {"runs": RUNS, "result": "gpu_whole_layer_proof.json"},
+    "0.5.20": {"runs": {"patched-eager": 230, "upstream-eager": 200, "upstream_sglang-eager": 70,
+                        "patched-inductor": 120}, "result": "gpu_whole_layer_proof_0.5.20.json"},
+}
 
 
 def inputs(tokens: int, seed: int, device: str) -> tuple[torch.Tensor, ...]:
@@ -55,7 +64,7 @@ def inputs(tokens: int, seed: int, device: str) -> tuple[torch.Tensor, ...]:
 
 def ops(graph: Any) -> list[str]:
     return sorted({str(n.target) for n in graph.graph.nodes if n.op == "call_function"
-                   and str(n.target).startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglbody."))})
+                   and str(n.target).startswith(("sglang.", "nvfp4_overlay.", "flashinfer.", "sglbody.", "sglfake."))})
 
 
 def compare(got: tuple[torch.Tensor, ...], want: tuple[torch.Tensor, ...]) -> dict[str, Any]:
@@ -82,18 +91,16 @@ class Runner:
 
     def eager(self, n: int, which: str) -> tuple[torch.Tensor, ...]:
         pos, hidden, residual = (t.clone() for t in self.data[(n, which)])
-        out = self.built.layer(pos, hidden, self.batches[n], residual)
+        with self.built.forward():
+            out = self.built.layer(pos, hidden, self.batches[n], residual)
         torch.cuda.synchronize()
         return tuple(t.clone() for t in out)
 
     def compiled(self, n: int, which: str) -> tuple[torch.Tensor, ...]:
-        import sglang.srt.compilation.piecewise_context_manager as pcm
-
         for mine, fresh in zip(self.static[n], self.data[(n, which)]):
             mine.copy_(fresh)
-        layer = self.built.layer
-        with pcm.set_forward_context(self.batches[n], [layer.self_attn.attn], self.built.quant, [layer.mlp.experts], []):
-            out = layer(*self.static[n][:2], self.batches[n], self.static[n][2])
+        with self.built.piecewise_forward(self.batches[n]):
+            out = self.built.layer(*self.static[n][:2], self.batches[n], self.static[n][2])
         torch.cuda.synchronize()
         return tuple(t.clone() for t in out)
 
@@ -140,8 +147,18 @@ def inductor_shape_env() -> None:
         shape_env.var_to_hint_override = {}
 
 
+def fused_ops(layer: Any, compiler: str, enter: bool) -> None:
+    """0.5.20's tc_piecewise runner turns the layer's fused ops (BaseFusedOp) to their compile form around
+    the compile with a compiler other than eager, and back after (_toggle_fused_ops); 0.5.11 has none."""
+    import whole_layer_build as wb
+
+    if wb.tc_piecewise() and (compiler != "eager" or not enter):
+        backend = importlib.import_module("sglang.srt.model_executor.runner_backend.tc_piecewise_cuda_graph_backend")
+        backend._toggle_fused_ops(layer, reverse=not enter, num_tokens=SIZES[0])
+
+
 def piecewise(runner: Runner, eager: dict[Any, Any], compiler: str, out: dict[str, Any]) -> None:
-    import sglang.srt.compilation.piecewise_context_manager as pcm
+    import whole_layer_build as wb
     from sglang.srt.compilation.backend import SGLangBackend
     from sglang.srt.compilation.compilation_config import CompilationConfig
     from sglang.srt.compilation.compilation_counter import compilation_counter
@@ -156,10 +173,11 @@ def piecewise(runner: Runner, eager: dict[Any, Any], compiler: str, out: dict[st
         graphs.append(ops(graph))
         return SGLangBackend(config, pool)(graph, example_inputs)
 
+    fused_ops(runner.built.layer, compiler, enter=True)
     install_torch_compiled(runner.built.layer, compile_config=config, graph_pool=pool, backend_factory=backend)
     start = time.monotonic()
-    with pcm.enable_piecewise_cuda_graph(), pcm.set_pcg_capture_stream(torch.cuda.Stream()):
-        with pcm.enable_piecewise_cuda_graph_compile():
+    with wb.piecewise_graph(), wb.capture_stream(torch.cuda.Stream()):
+        with wb.compiling():
             for n in reversed(SIZES):
                 # The call that compiles runs the forward twice (install_torch_compiled runs the compiled
                 # callable once to trace, then the trampoline calls it), the second time over inputs the
@@ -168,6 +186,8 @@ def piecewise(runner: Runner, eager: dict[Any, Any], compiler: str, out: dict[st
                 out["sizes"][n]["first_call"] = compare(runner.compiled(n, "a"), eager[(n, "a")])
                 out["sizes"][n]["compiled"] = compare(runner.compiled(n, "a"), eager[(n, "a")])
         out["compile_s"] = round(time.monotonic() - start, 1)
+        out["graph_ops"] = graphs  # kept should the capture fail
+        fused_ops(runner.built.layer, compiler, enter=False)
         for n in reversed(SIZES):
             record = out["sizes"][n]
             record["warmup"] = compare(runner.compiled(n, "a"), eager[(n, "a")])
@@ -187,14 +207,14 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
     import whole_layer_build
 
     os.environ.setdefault("SGLANG_CACHE_DIR", tempfile.mkdtemp(prefix="whole-layer-sglang-"))
-    built = whole_layer_build.build(sglang_tree, flashinfer_tree, fake_cc=(9, 0))
-    import sglang.srt.compilation.piecewise_context_manager as pcm
+    built = whole_layer_build.build(sglang_tree, flashinfer_tree, fake_cc=(9, 0), compiler=compiler or "eager")
     from sglang.srt.compilation.compile import install_torch_compiled
 
     graphs: list[list[str]] = []
     result: dict[str, Any] = {"bodies": built.bodies, "stand_ins": sorted(built.stubbed)}
     if compiler:
-        importlib.import_module("sglang.srt.server_args").get_global_server_args().piecewise_cuda_graph_compiler = compiler
+        if not whole_layer_build.tc_piecewise():
+            importlib.import_module("sglang.srt.server_args").get_global_server_args().piecewise_cuda_graph_compiler = compiler
         inductor_shape_env()
 
     def backend(graph: Any, example_inputs: Any) -> Any:
@@ -207,10 +227,11 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
             result["compiled"] = compiler
         raise probe._Traced
 
+    probe.fake_gpu_inlined()  # the faked torch.cuda answers, inlined (0.5.20 traces is_cuda())
+    fused_ops(built.layer, compiler or "eager", enter=True)
     install_torch_compiled(built.layer, backend_factory=backend)
     batch, layer = built.batch(SIZES[0]), built.layer
-    with pcm.enable_piecewise_cuda_graph(), pcm.enable_piecewise_cuda_graph_compile(), \
-            pcm.set_forward_context(batch, [layer.self_attn.attn], built.quant, [layer.mlp.experts], []):
+    with whole_layer_build.piecewise_graph(), whole_layer_build.compiling(), built.piecewise_forward(batch):
         try:
             layer(*inputs(SIZES[0], 0, "cpu")[:2], batch, inputs(SIZES[0], 0, "cpu")[2])
         except Exception as exc:  # noqa: BLE001 - ours (_Traced) or where dynamo gave up
@@ -254,7 +275,9 @@ def main() -> None:
     parser.add_argument("--child", nargs=3, metavar=("SIDE", "SITE", "COMPILER"))
     parser.add_argument("--trace", nargs=2, metavar=("SGLANG_TREE", "FLASHINFER_TREE"))
     parser.add_argument("--compiler", default="", help="with --trace: SGLang's piecewise compiler (eager, inductor)")
-    parser.add_argument("--runs", default=",".join(RUNS), help=f"which children, of {','.join(RUNS)}")
+    parser.add_argument("--release", default="0.5.11", choices=sorted(RELEASES),
+                        help="the SGLang release of the wheels (default 0.5.11)")
+    parser.add_argument("--runs", default="", help="which children (default: every one of the release's)")
     args = parser.parse_args()
     if args.child or args.trace:
         try:
@@ -263,10 +286,20 @@ def main() -> None:
             result = {"crash": traceback.format_exc()[-4000:]}
         print(MARK + json.dumps(result), flush=True)
         return
-    drive(args.wheels, args.out, args.runs.split(","))
+    release = RELEASES[args.release]
+    drive(args.wheels, args.out, args.runs.split(",") if args.runs else list(release["runs"]), release)
 
 
-def drive(wheels: Path, out: Path, wanted: list[str]) -> None:
+def side_wheels(wheels: Path, side: str) -> list[Path]:
+    """A child's wheels: its side's folder; `upstream_sglang`: upstream's SGLang over the patched FlashInfer."""
+    if side == "upstream_sglang":
+        return [*sorted((wheels / "patched").glob("flashinfer*.whl")), *sorted((wheels / "upstream").glob("sglang*.whl"))]
+    return sorted((wheels / side).glob("*.whl"))
+
+
+def drive(wheels: Path, out: Path, wanted: list[str], release: dict[str, Any] | None = None) -> None:
+    release = release or RELEASES["0.5.11"]
+    result = out / str(release["result"])
     out.mkdir(parents=True, exist_ok=True)
     tag = f"-cp{sys.version_info[0]}{sys.version_info[1]}-"
     deps = [w for w in sorted((wheels / "deps").glob("*.whl")) if tag in w.name]
@@ -277,16 +310,20 @@ def drive(wheels: Path, out: Path, wanted: list[str]) -> None:
                                                  for side in ("patched", "upstream")}}}
     start = time.monotonic()
     for name in wanted:
-        side, compiler, timeout = *name.split("-"), RUNS[name]
-        site = driver.install(sorted((wheels / side).glob("*.whl"))[0], [*sorted((wheels / side).glob("*.whl"))[1:], *deps],
-                              root / f"site-{side}", reuse=True)
+        side, compiler, timeout = *name.split("-"), release["runs"][name]
+        chosen = side_wheels(wheels, side)
+        site = driver.install(chosen[0], [*chosen[1:], *deps], root / f"site-{side}", reuse=True)
         env_run = dict(env, PYTHONPATH=str(site), SGLANG_CACHE_DIR=str(root / f"sglang-{side}-{compiler}"))
         runs[f"{side}-{compiler}"] = driver.run_child(__file__, ["--child", side, str(site), compiler], env_run,
                                                       timeout, MARK).or_crash()
-        (out / "gpu_whole_layer_proof.json").write_text(json.dumps(runs, indent=1))
+        result.write_text(json.dumps(runs, indent=1))
     runs["facts"]["wall_s"] = round(time.monotonic() - start, 1)
     runs["verdict"] = verdict([runs[n] for n in wanted if n.startswith("patched")], runs.get("upstream-eager", {}))
-    (out / "gpu_whole_layer_proof.json").write_text(json.dumps(runs, indent=1))
+    if "upstream_sglang-eager" in runs:
+        mixed = runs["upstream_sglang-eager"]
+        runs["verdict"]["upstream_sglang_compile"] = mixed.get("compile_error", "compiled" if "graph_ops" in mixed
+                                                               else mixed.get("crash"))
+    result.write_text(json.dumps(runs, indent=1))
     print(json.dumps(runs["verdict"], indent=1))
     print(json.dumps(runs, indent=1)[:9000])
 

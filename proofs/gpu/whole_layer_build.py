@@ -15,9 +15,12 @@ sgl-kernel and SGLang's JIT kernels are torch bodies (sglang_bodies.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import importlib.abc
+import importlib.util
+import inspect
 import os
 import sys
 import tempfile
@@ -50,6 +53,22 @@ NEEDS = (MODEL, "sglang.srt.layers.attention.torch_native_backend", "sglang.srt.
          "sglang.srt.layers.quantization.fp8", "sglang.srt.layers.quantization.fp8_utils")
 
 
+# SGLang 0.5.20's piecewise prefill (tc_piecewise): its context managers and forward contexts, where 0.5.11's
+# are sglang.srt.compilation.piecewise_context_manager's
+TC_PIECEWISE = "sglang.srt.model_executor.runner_backend_utils.tc_piecewise_cuda_graph.context_manager"
+COMPILE_PHASE = "sglang.srt.compilation.compile_phase"
+FORWARD_CONTEXT = "sglang.srt.model_executor.forward_context"
+PIECEWISE_0511 = "sglang.srt.compilation.piecewise_context_manager"
+
+
+def tc_piecewise() -> bool:
+    """The release compiles its prefill with tc_piecewise (0.5.20), not the piecewise runner (0.5.11)."""
+    try:
+        return importlib.util.find_spec(TC_PIECEWISE) is not None
+    except ModuleNotFoundError:  # a parent package the release lacks (0.5.11)
+        return False
+
+
 @dataclasses.dataclass
 class Built:
     layer: Any
@@ -79,15 +98,61 @@ class Built:
         names = {f.name for f in dataclasses.fields(module.ForwardBatch)}
         return module.ForwardBatch(**{k: v for k, v in wanted.items() if k in names})
 
+    def forward(self) -> contextlib.AbstractContextManager[Any]:
+        """What a forward of the server runs in: from 0.5.20 the per-forward context holding the attention
+        backend (its ForwardBatch no longer carries it); 0.5.11 none."""
+        if not tc_piecewise():
+            return contextlib.nullcontext()
+        module = importlib.import_module(FORWARD_CONTEXT)
+        return module.forward_context(module.ForwardContext(attn_backend=self.pools[2]))
+
+    def piecewise_forward(self, batch: Any) -> contextlib.ExitStack:
+        """The forward of the piecewise graph: the release's forward context of it (the batch, the
+        attention and MoE layers its split ops look up), as its runner sets it for one layer."""
+        stack = contextlib.ExitStack()
+        stack.enter_context(self.forward())
+        layer = self.layer
+        setter = importlib.import_module(TC_PIECEWISE).set_tc_piecewise_forward_context if tc_piecewise() else \
+            importlib.import_module(PIECEWISE_0511).set_forward_context
+        stack.enter_context(setter(batch, [layer.self_attn.attn], self.quant, [layer.mlp.experts], []))
+        return stack
+
+
+def piecewise_graph() -> contextlib.AbstractContextManager[Any]:
+    """The release's switch of its piecewise CUDA graph (compile, capture, replay)."""
+    if tc_piecewise():
+        return importlib.import_module(TC_PIECEWISE).enable_tc_piecewise_cuda_graph()
+    return importlib.import_module(PIECEWISE_0511).enable_piecewise_cuda_graph()
+
+
+def compiling() -> contextlib.AbstractContextManager[Any]:
+    """The release's compile phase (0.5.20: the runner's warm-up forwards that compile each size)."""
+    if tc_piecewise():
+        return importlib.import_module(COMPILE_PHASE).enable_torch_compile_warmup()
+    return importlib.import_module(PIECEWISE_0511).enable_piecewise_cuda_graph_compile()
+
+
+def capture_stream(stream: Any) -> contextlib.AbstractContextManager[Any]:
+    return importlib.import_module(COMPILE_PHASE if tc_piecewise() else PIECEWISE_0511).set_pcg_capture_stream(stream)
+
 
 def server(ctx: Any, compiler: str) -> None:
     """SGLang's ServerArgs as the region probe publishes them, with this server's flags, and the FP8
-    GEMM runner chosen from them as the scheduler does (initialize_fp8_gemm_config)."""
-    sglang_drivers.serve(ctx, SERVER["moe_runner_backend"])
-    args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
-    for name, value in {**SERVER, "piecewise_cuda_graph_compiler": compiler}.items():
-        object.__setattr__(args, name, value)
-    importlib.import_module("sglang.srt.layers.quantization.fp8_utils").initialize_fp8_gemm_config(args)
+    GEMM runner chosen from them as the scheduler does (initialize_fp8_gemm_config). 0.5.20 publishes
+    them in its runtime context (the flags given before it publishes), the prefill on tc_piecewise with
+    this compiler (`--cuda-graph-backend-prefill tc_piecewise`)."""
+    fp8 = importlib.import_module("sglang.srt.layers.quantization.fp8_utils")
+    if tc_piecewise():
+        sglang_drivers.serve(ctx, SERVER["moe_runner_backend"], SERVER)
+        probe.prefill_graph_config(ctx)  # published: the prefill on tc_piecewise, its settings object shared
+        args = importlib.import_module("sglang.srt.runtime_context").get_server_args()
+        args.cuda_graph_config.prefill.tc_compiler = compiler
+    else:
+        sglang_drivers.serve(ctx, SERVER["moe_runner_backend"])
+        args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
+        for name, value in {**SERVER, "piecewise_cuda_graph_compiler": compiler}.items():
+            object.__setattr__(args, name, value)
+    fp8.initialize_fp8_gemm_config(*([args] if inspect.signature(fp8.initialize_fp8_gemm_config).parameters else []))
     probe.single_rank_dp_attention()
     if not torch.distributed.is_initialized():  # SGLang's compile backend asks torch.distributed for its rank
         store = os.path.join(tempfile.mkdtemp(prefix="whole-layer-pg-"), "store")
@@ -155,6 +220,8 @@ def build(sglang_tree: str, flashinfer_tree: str, fake_cc: tuple[int, int] | Non
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ.setdefault(
         "FLASHINFER_WORKSPACE_BASE", tempfile.mkdtemp(prefix="whole-layer-fi-")))
     server(ctx, compiler)
+    if gpu is not None:  # no Triton on the CPU: 0.5.20's Triton router as the region probe fakes it (a GPU runs it)
+        probe.jit_topk_fake(ctx)
     device = "cpu" if gpu is not None else "cuda"
     quant = importlib.import_module("sglang.srt.layers.quantization.fp8").Fp8Config.from_config(FP8_CHECKPOINT)
     default = torch.get_default_dtype()
@@ -184,6 +251,6 @@ def _pools(device: str) -> tuple[Any, Any, Any]:
     kv_pool = memory.MHATokenToKVPool(size=512, page_size=1, dtype=torch.bfloat16, head_num=cfg.num_key_value_heads,
                                       head_dim=cfg.head_dim, layer_num=1, device=device, enable_memory_saver=False,
                                       start_layer=0, end_layer=0, enable_alt_stream=False)
-    runner = type("ModelRunner", (), {"device": device})()
+    runner = type("ModelRunner", (), {"device": device, "req_to_token_pool": req_pool, "token_to_kv_pool": kv_pool})()
     backend = importlib.import_module("sglang.srt.layers.attention.torch_native_backend").TorchNativeAttnBackend(runner)
     return req_pool, kv_pool, backend

@@ -128,3 +128,37 @@ def test_the_moe_align_body_keeps_the_kernels_contract(tokens: int, block: int) 
                 assert flat[slot] == int(blocks[b])
                 seen.append(slot)
     assert sorted(seen) == list(range(n))
+
+
+# SGLang 0.5.20 (its stack's FlashInfer 0.6.18): the same layer, compiled by its tc_piecewise prefill path
+SGLANG_0520, FLASHINFER_0618 = "0.5.20", "0.6.18"
+
+
+@pytest.fixture(scope="module")
+def trees_0520(wheel_tree: Any) -> dict[str, Path]:
+    return {"sglang-patched": wheel_tree("sglang", SGLANG_0520),
+            "sglang-upstream": wheel_tree("sglang", SGLANG_0520, patched=False),
+            "patched": wheel_tree("flashinfer-python", FLASHINFER_0618),
+            "upstream": wheel_tree("flashinfer-python", FLASHINFER_0618, patched=False)}
+
+
+def test_0520_the_patched_stack_traces_the_fp8_layer_whole(trees_0520: dict[str, Path], tmp_path: Path) -> None:
+    """0.5.20's kernels (sglang.kernels.ops) given the proof's bodies, its tc_piecewise contexts: whole."""
+    result = traced(trees_0520["sglang-patched"], trees_0520["patched"], tmp_path)
+    assert "crash" not in result, result.get("crash")
+    assert result["whole"], result.get("error")
+    assert OP in result["ops"], result["ops"]
+    assert {"sglang.unified_attention_with_output", "sglang.moe_forward_piecewise_cuda_graph_impl"} <= set(result["ops"])
+
+
+@pytest.mark.parametrize(("flashinfer", "stops_at"),
+                         [("upstream", "fp8_blockscale_gemm_sm90"), ("patched", "import torchada")],
+                         ids=["upstream-stack", "upstream-sglang-over-patched-flashinfer"])
+def test_0520_upstream_does_not_compile(trees_0520: dict[str, Path], tmp_path: Path, flashinfer: str,
+                                        stops_at: str) -> None:
+    """The upstream stack stops first in FlashInfer's JIT loader (the qkv_proj GEMM comes before the
+    communicator); upstream SGLang over the patched FlashInfer stops in SGLang's own is_musa (patch 0004)."""
+    result = traced(trees_0520["sglang-upstream"], trees_0520[flashinfer], tmp_path)
+    assert "crash" not in result, result.get("crash")
+    assert result["whole"] is False
+    assert "Unsupported" in result["error"] and stops_at in result["error"], result["error"]
