@@ -29,11 +29,28 @@ runner stamps (0.5.20 on).
 - ``glm-5``: GLM-5 (``GlmMoeDsaForCausalLM``: the DeepseekV2 layer with the DSA indexer), layer 1:
   256 routed experts in one group, top-8, one shared (fused). ``glm-5+torchada`` is the same with an
   importable ``torchada`` (0.5.20's is_musa imports it inside the trace; see ``torchada``).
+
+What each release's code asks beyond the probe's common fakes (one construction for every release
+0.5.8 on; the fakes are set where the release keeps the kernel, found in its tree):
+
+- 0.5.8-0.5.10.post1: DeepSeek-V3's grouped router is sgl-kernel's ``moe_fused_gate`` (a fake);
+  from 0.5.11 SGLang's own op ``fused_topk_deepseek``.
+- Qwen3.5 (from 0.5.9): Gemma RMSNorm (sgl-kernel fakes); around the GatedDeltaNet its Triton split
+  (none in 0.5.9, ``jit_kernel.triton`` 0.5.10-0.5.16, ``kernels.ops.attention`` on) and FLA's gated
+  RMSNorm (``srt.layers.attention.fla`` to 0.5.15, ``kernels.ops.attention.fla`` on); from 0.5.14 the
+  Triton sigmoid gates (``fused_sigmoid_mul``, ``fused_gate_sigmoid_mul_add``), from 0.5.15 the
+  fused QK norm + rope + gate (0.5.19 on with mrope's axis map); the configuration's
+  ``output_gate_type`` (read from 0.5.17 on) at its config class's default.
+- 0.5.17 on, the DeepseekV2 layer: the CP decode-attention context, made as the decode graphs make
+  it before the prefill compile (``after_loading``).
+- 0.5.21 on: the layer stack's residual stream started inside the compiled call, and the batch's
+  own ``moe_num_token_non_padded`` method bound to the probe's batch (``forward``).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import types
 from collections.abc import Callable
@@ -43,6 +60,17 @@ from typing import Any
 import torch
 
 Tensor = torch.Tensor
+
+
+DECODE_ATTN_TP = "sglang.srt.layers.cp.cp_decode_attn_tp"  # 0.5.17 on
+BATCH_METHODS = ("moe_num_token_non_padded",)  # ForwardBatch's own, which the MoE layers call (0.5.21 on)
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # its package absent in this release
+        return False
 
 
 @dataclass(frozen=True)
@@ -99,9 +127,14 @@ class Model:
 
     def after_loading(self, layer: Any, quant: Any) -> None:
         """What the model's load_weights does after every layer's own preparation: DeepSeek's
-        post_load_weights splits kv_b_proj into the absorbed MLA weights w_kc and w_vc."""
+        post_load_weights splits kv_b_proj into the absorbed MLA weights w_kc and w_vc. Then what the
+        server's decode CUDA graphs (captured eagerly, before the piecewise prefill graphs) have set up:
+        from 0.5.17 the layer's maybe_use_decode_attn_tp makes the CP decode-attention context, a
+        singleton whose constructor logs (which dynamo cannot trace)."""
         if not self.module.endswith("deepseek_v2"):
             return
+        if _has_module(DECODE_ATTN_TP):
+            importlib.import_module(DECODE_ATTN_TP).get_cp_decode_attn_tp_ctx()
         loader = importlib.import_module("sglang.srt.models.deepseek_common.deepseek_weight_loader")
         model = types.SimpleNamespace(layers={self.layer_id: layer}, start_layer=self.layer_id,
                                       end_layer=self.layer_id + 1)
@@ -129,7 +162,13 @@ class Model:
         """The call the model's own forward makes for one layer (the first: no residual yet), as a
         function of positions and hidden states (what is imported, imported before dynamo traces).
         From 0.5.21 the model's forward starts the layer stack's residual stream first (its
-        layer_boundary ``residual_batch.start``), inside the compiled forward as the model does."""
+        layer_boundary ``residual_batch.start``), inside the compiled forward as the model does; and
+        the DeepseekV2 and GLM-4.5 MoE ask the batch's own ``moe_num_token_non_padded`` (the
+        release's ForwardBatch method, bound to the probe's batch)."""
+        batch_class = importlib.import_module("sglang.srt.model_executor.forward_batch_info").ForwardBatch
+        for name in BATCH_METHODS:
+            if hasattr(batch_class, name):
+                setattr(batch, name, types.MethodType(getattr(batch_class, name), batch))
         call = self._layer_call(layer, batch)
         try:
             stack = importlib.import_module("sglang.srt.layers.layer_boundary.residual.batch")
@@ -145,10 +184,12 @@ class Model:
     def _layer_call(self, layer: Any, batch: Any) -> Callable[[Tensor, Tensor], Any]:
         if self.module.endswith("deepseek_v2"):  # DeepseekV2Model.forward: a BumpAllocator per forward
             allocator = importlib.import_module("sglang.srt.utils").BumpAllocator
+            # the layer's residual argument, gone from 0.5.21 (the layer stack carries the residual)
+            residual = (None,) if "residual" in inspect.signature(type(layer).forward).parameters else ()
 
             def deepseek(positions: Tensor, hidden: Tensor) -> Any:
                 zero = allocator(buffer_size=2, dtype=torch.float32, device=hidden.device)
-                return layer(positions, hidden, batch, None, zero)
+                return layer(positions, hidden, batch, *residual, zero)
 
             return deepseek
         if self.module.endswith("qwen3_5"):  # Qwen3_5ForCausalLM.forward passes keywords
@@ -215,7 +256,8 @@ def _qwen3_5_moe() -> Any:
         rope_scaling={"rope_type": "default", "mrope_section": [3, 3, 2], "mrope_interleaved": True},
         max_position_embeddings=4096, vocab_size=1024, attention_bias=False, attn_output_gate=True,
         linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=64, linear_value_head_dim=64,
-        linear_conv_kernel_dim=4, tie_word_embeddings=False, torch_dtype=torch.bfloat16)
+        linear_conv_kernel_dim=4, tie_word_embeddings=False, torch_dtype=torch.bfloat16,
+        output_gate_type=None)  # Qwen3NextConfig's default (read from 0.5.17 on)
 
 
 def _glm5() -> Any:
@@ -236,7 +278,7 @@ DEEPSEEK = "sglang.srt.models.deepseek_v2"
 MODELS: dict[str, Model] = {m.name: m for m in (
     Model("qwen3-moe", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe),
     Model("deepseek-v3", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3, layer_id=1,
-          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
+          exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM", fakes=("moe_fused_gate",)),
     Model("deepseek-v3-dense", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3,
           layer_id=0, exclude=MLA_BF16, causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM"),
     Model("kimi-k2", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _kimi_k2, layer_id=1,
@@ -244,9 +286,9 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("glm4-moe", "sglang.srt.models.glm4_moe", "Glm4MoeDecoderLayer", "Glm4MoeForCausalLM", _glm4_moe,
           layer_id=1, causal_lm="sglang.srt.models.glm4_moe.Glm4MoeForCausalLM"),
     Model("qwen3.5-moe", "sglang.srt.models.qwen3_5", "Qwen3_5AttentionDecoderLayer", "Qwen3_5MoeForCausalLM",
-          _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm",)),
+          _qwen3_5_moe, layer_id=3, fakes=("gemma_rmsnorm", "qk_norm_rope_gate", "sigmoid_mul")),
     Model("qwen3.5-moe-linear", "sglang.srt.models.qwen3_5", "Qwen3_5LinearDecoderLayer", "Qwen3_5MoeForCausalLM",
-          _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton")),
+          _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton", "sigmoid_mul")),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
           attention_backend="dsa"),

@@ -1,8 +1,10 @@
 """patches/sglang/audit-layer.json, SGLang's piecewise compile of a whole decoder layer per release, and its docs table.
 
 tests/releases/test_sglang_layer.py runs the layer probe (tests/releases/sglang_layer_probe.py) per
-release, stack, GPU, MoE runner backend and option; with NVFP4_OVERLAY_WRITE_LAYER=1 (`make
+release, model, stack, GPU, MoE runner backend and option; with NVFP4_OVERLAY_WRITE_LAYER=1 (`make
 sglang-layer-table`) each run's entry is recorded here, otherwise the test holds each run to its entry.
+Per release: ``flashinfer`` (its pin), ``cases`` (the probe's default model, Qwen3-MoE: case -> entry)
+and ``models`` (each other target architecture: model -> case -> entry).
 `make sglang-regions-docs` renders the table into docs/sglang-regions.md between its markers.
 """
 
@@ -23,6 +25,7 @@ BEGIN, END = "<!-- audit:sglang-layer", "<!-- /audit:sglang-layer -->"
 # Whose custom op a graph node is: SGLang's own ops, the overlay's, FlashInfer's, the probe's sgl-kernel fakes
 OWNERS = (("sglang.", "SGLang"), ("sgl_kernel.", "sgl-kernel (stand-in)"), ("nvfp4_overlay.", "overlay"),
           ("flashinfer.", "FlashInfer"), ("sglfake.", "sgl-kernel fake"))
+DEFAULT_MODEL = "qwen3-moe"  # the probe's default model: its cases are a release's ``cases``
 
 
 def gpu_name(gpu: tuple[int, int]) -> str:
@@ -56,37 +59,55 @@ def _short(op: str) -> str:
     return op.removesuffix(".default")
 
 
-def record(patches_dir: Path, release: str, pin: str, case: str, result: Mapping[str, Any]) -> None:
+def record(patches_dir: Path, release: str, pin: str, case: str, result: Mapping[str, Any],
+           model: str = DEFAULT_MODEL) -> None:
     """One run's entry written into the table, under a lock: writers may run side by side."""
     path = patches_dir / "sglang" / AUDIT
     with (patches_dir / "sglang" / f".{AUDIT}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         table = load_table(patches_dir)
         releases = table["releases"]
-        releases.setdefault(release, {"flashinfer": pin, "cases": {}})["cases"][case] = entry(result)
-        releases[release]["cases"] = dict(sorted(releases[release]["cases"].items()))
+        found = releases.setdefault(release, {"flashinfer": pin, "cases": {}})
+        if model == DEFAULT_MODEL:
+            found["cases"][case] = entry(result)
+            found["cases"] = dict(sorted(found["cases"].items()))
+        else:
+            models = found.setdefault("models", {})
+            models.setdefault(model, {})[case] = entry(result)
+            found["models"] = {m: dict(sorted(models[m].items())) for m in sorted(models)}
         table["releases"] = dict(sorted(releases.items(), key=lambda kv: sglang_audit.version_key(kv[0])))
         path.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
 
 
+def cases(found: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """A release's entries by model: the default model's ``cases``, then each other model's."""
+    return {DEFAULT_MODEL: found.get("cases", {}), **found.get("models", {})}
+
+
 def markdown(table: Mapping[str, Any]) -> str:
-    """Per release and stack, the runs alike in one row: GPUs and backends, whole or where it failed, the
-    graph's pieces with their custom ops."""
-    rows = ["| SGLang | FlashInfer | stack | GPU, MoE runner | compiled whole? | pieces (split ops marked) |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    """Per release, model and stack, the runs alike in one row: GPUs and backends, whole or where it
+    failed, the graph's pieces with their custom ops."""
+    rows = ["| SGLang | FlashInfer | model | stack | GPU, MoE runner | compiled whole? | pieces (split ops marked) |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     for release, found in table["releases"].items():
-        grouped: dict[tuple[str, str, str], list[str]] = {}
-        for case, kept in found["cases"].items():
-            stack, run = _stack_and_run(case)
-            verdict = "yes" if kept["whole"] else f"no: {kept['where']}"
-            if kept.get("allreduce_fusion"):
-                verdict += "; fused all-reduce branch taken"
-            pieces = " / ".join(f"`{p}`" if p else "(none)" for p in kept["pieces"]) or ""
-            grouped.setdefault((stack, verdict, pieces), []).append(run)
-        for (stack, verdict, pieces), runs in grouped.items():
-            rows.append(f"| {release} | {found['flashinfer']} | {stack} | {', '.join(runs)} | {_cell(verdict)} | "
-                        f"{_cell(pieces)} |")
+        for model, entries in cases(found).items():
+            for (stack, verdict, pieces), runs in _grouped(entries).items():
+                rows.append(f"| {release} | {found['flashinfer']} | {model} | {stack} | {', '.join(runs)} | "
+                            f"{_cell(verdict)} | {_cell(pieces)} |")
     return "\n".join(rows) + "\n"
+
+
+def _grouped(entries: Mapping[str, Any]) -> dict[tuple[str, str, str], list[str]]:
+    """One model's runs on one release, those of one stack alike in verdict and pieces together."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for case, kept in entries.items():
+        stack, run = _stack_and_run(case)
+        verdict = "yes" if kept["whole"] else f"no: {kept['where']}"
+        if kept.get("allreduce_fusion"):
+            verdict += "; fused all-reduce branch taken"
+        pieces = " / ".join(f"`{p}`" if p else "(none)" for p in kept["pieces"]) or ""
+        grouped.setdefault((stack, verdict, pieces), []).append(run)
+    return grouped
 
 
 def _stack_and_run(case: str) -> tuple[str, str]:
