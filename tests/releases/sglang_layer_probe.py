@@ -63,7 +63,7 @@ ALLREDUCE_FUSION = {"enable_flashinfer_allreduce_fusion": True, "flashinfer_allr
 # Where the communicator's gate of the fused all-reduce + RMSNorm lives: 0.5.8-0.5.20, then 0.5.21's
 FUSION_GATES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 TOKENS = 8  # the prefill batch compiled
-# Where SGLang's JIT QK-norm kernel and its cache_once check live: 0.5.8-0.5.20, then 0.5.21's
+# Where SGLang's JIT QK-norm kernel and its cache_once check live: 0.5.8-0.5.16, then 0.5.17's
 QK_NORM_CHECKS = ("sglang.jit_kernel.norm", "sglang.kernels.ops.layernorm.norm")
 BOUNDARY_REDUCTION = "sglang.srt.arg_groups.boundary_reduction"  # 0.5.21 on: resolved before the model is built
 
@@ -314,7 +314,8 @@ def fake_gpu_inlined() -> None:
 def decode_graphs_asked(ctx: Any, chosen: Model) -> None:
     """What the server's decode CUDA graphs (captured before the piecewise prefill graphs: init_device_graphs
     runs first) have asked eagerly: SGLang's cache_once check of its JIT QK-norm kernel, which dynamo then
-    reads from the cache (0.5.8-0.5.9 trace into it otherwise). The kernel is not built here (its C++
+    reads from the cache (0.5.8-0.5.9 trace into it otherwise; from 0.5.17, an assume_constant_result,
+    dynamo would run it, and its nvcc build, while tracing). The kernel is not built here (its C++
     sources are not unpacked), so the check answers False and the layer takes the unfused QK norm."""
     for module in QK_NORM_CHECKS:
         if ctx.has(module.replace(".", "/") + ".py"):
