@@ -277,11 +277,14 @@ def not_compiled(sglang: Path, release: str, name: str) -> str | None:
     if chosen.architecture in _piecewise_disabled_archs(sglang):
         return (f"SGLang {release} turns piecewise off for {chosen.architecture} "
                 "(configs/model_config.py: piecewise_cuda_graph_disabled_model_archs)")
-    indexers = sglang / "sglang" / "srt" / "layers" / "attention"
-    if chosen.attention_backend == "dsa" and not any(
-            "def pcg_dsa_indexer_prefill_split(" in p.read_text() for p in indexers.rglob("*.py")):
-        return (f"SGLang {release} has no split op around the DSA indexer (pcg_dsa_indexer_prefill_split): its "
-                "piecewise graph traces the indexer into the DSA attention backend, which the probe does not build")
+    indexers = [p.read_text() for p in (sglang / "sglang" / "srt" / "layers" / "attention").rglob("*.py")]
+    if chosen.attention_backend == "dsa" and not any("def pcg_dsa_indexer_prefill_split(" in t for t in indexers):
+        if any("def k_cache_and_topk_result(" in t for t in indexers):  # 0.5.13-0.5.14
+            return (f"SGLang {release} splits its DSA indexer at k_cache_and_topk_result, after the indexer's own "
+                    "Triton act_quant, which its graph traces; the probe builds the split of 0.5.15 on "
+                    "(pcg_dsa_indexer_prefill_split) and has no fake for that Triton kernel (Triton is absent here)")
+        return (f"SGLang {release} has no split op around the DSA indexer: its piecewise graph traces the indexer "
+                "into the DSA attention backend, which the probe does not build")
     return None
 
 
