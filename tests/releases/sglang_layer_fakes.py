@@ -234,7 +234,35 @@ def sigmoid_mul(tree_has: Callable[[str], bool]) -> None:
                 setattr(module, fake.__name__, fake)
 
 
-SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"gdn_triton": gdn_triton,
+# Where the DSA indexer's Triton activation quantize lives (0.5.13-0.5.14 trace it before their split op)
+DSA_ACT_QUANT = ("sglang.srt.layers.attention.dsa.triton_kernel", "sglang.srt.layers.attention.nsa.triton_kernel")
+
+
+def dsa_act_quant(tree_has: Callable[[str], bool]) -> None:
+    """The DSA indexer's Triton ``act_quant`` (per-block FP8 of the query, one float32 scale per block), an
+    opaque op whose CPU body computes it, where the release traces it (0.5.13-0.5.14: before its
+    ``k_cache_and_topk_result`` split)."""
+    @torch.library.custom_op("sglfake::dsa_act_quant", mutates_args=())
+    def quant(x: Tensor, block_size: int) -> tuple[Tensor, Tensor]:
+        blocks = x.float().reshape(*x.shape[:-1], -1, block_size)
+        scale = blocks.abs().amax(-1).clamp(min=1e-4) / 448.0
+        y = (blocks / scale.unsqueeze(-1)).reshape(x.shape).to(torch.float8_e4m3fn)
+        return y, scale
+
+    quant.register_fake(lambda x, block_size: (torch.empty_like(x, dtype=torch.float8_e4m3fn),
+                                               x.new_empty(*x.shape[:-1], x.shape[-1] // block_size,
+                                                           dtype=torch.float32)))
+
+    def act_quant(x: Tensor, block_size: int = 128, scale_fmt: Any = None) -> tuple[Tensor, Tensor]:
+        result: tuple[Tensor, Tensor] = torch.ops.sglfake.dsa_act_quant(x, block_size)
+        return result
+
+    for name in (n for n in DSA_ACT_QUANT if tree_has(n.replace(".", "/") + ".py")):
+        importlib.import_module(name).act_quant = act_quant
+
+
+SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"dsa_act_quant": dsa_act_quant,
+                                                                     "gdn_triton": gdn_triton,
                                                                      "qk_norm_rope_gate": qk_norm_rope_gate,
                                                                      "sigmoid_mul": sigmoid_mul}
 

@@ -43,6 +43,8 @@ What each release's code asks beyond the probe's common fakes (one construction 
   ``output_gate_type`` (read from 0.5.17 on) at its config class's default.
 - 0.5.17 on, the DeepseekV2 layer: the CP decode-attention context, made as the decode graphs make
   it before the prefill compile (``after_loading``).
+- GLM-5, 0.5.13-0.5.14: the DSA indexer's Triton ``act_quant``, traced before their split op
+  ``k_cache_and_topk_result``, an opaque fake computing the per-block FP8 (``dsa_act_quant``).
 - 0.5.21 on: the layer stack's residual stream started inside the compiled call, and the batch's
   own ``moe_num_token_non_padded`` method bound to the probe's batch (``forward``).
 """
@@ -291,7 +293,7 @@ MODELS: dict[str, Model] = {m.name: m for m in (
           _qwen3_5_moe, layer_id=0, fakes=("gemma_rmsnorm", "gdn_triton", "sigmoid_mul")),
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
-          attention_backend="dsa"),
+          attention_backend="dsa", fakes=("dsa_act_quant",)),
     Model("glm-5+torchada", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM",
           stand_ins=("deep_gemm", "torchada"), attention_backend="dsa"),

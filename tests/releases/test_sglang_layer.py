@@ -265,6 +265,10 @@ def _module_classes(sglang: Path, module: str) -> set[str]:
     return {n.name for n in ast.parse(path.read_text()).body if isinstance(n, ast.ClassDef)} if path.is_file() else set()
 
 
+# SGLang's split op around the DSA indexer's cache store and top-k: 0.5.13-0.5.14's, then 0.5.15's
+DSA_SPLITS = ("k_cache_and_topk_result", "pcg_dsa_indexer_prefill_split")
+
+
 def not_compiled(sglang: Path, release: str, name: str) -> str | None:
     """Why the release does not compile this model's layer piecewise (or the probe cannot), read from its
     tree; None where it does: the model's module and classes absent, piecewise turned off for its
@@ -278,11 +282,7 @@ def not_compiled(sglang: Path, release: str, name: str) -> str | None:
         return (f"SGLang {release} turns piecewise off for {chosen.architecture} "
                 "(configs/model_config.py: piecewise_cuda_graph_disabled_model_archs)")
     indexers = [p.read_text() for p in (sglang / "sglang" / "srt" / "layers" / "attention").rglob("*.py")]
-    if chosen.attention_backend == "dsa" and not any("def pcg_dsa_indexer_prefill_split(" in t for t in indexers):
-        if any("def k_cache_and_topk_result(" in t for t in indexers):  # 0.5.13-0.5.14
-            return (f"SGLang {release} splits its DSA indexer at k_cache_and_topk_result, after the indexer's own "
-                    "Triton act_quant, which its graph traces; the probe builds the split of 0.5.15 on "
-                    "(pcg_dsa_indexer_prefill_split) and has no fake for that Triton kernel (Triton is absent here)")
+    if chosen.attention_backend == "dsa" and not any(f"def {op}(" in t for t in indexers for op in DSA_SPLITS):
         return (f"SGLang {release} has no split op around the DSA indexer: its piecewise graph traces the indexer "
                 "into the DSA attention backend, which the probe does not build")
     return None
@@ -330,7 +330,7 @@ def test_each_target_architecture_compiles_as_its_stack_says(
     if (sglang_side, side) == ("upstream", "patched"):  # the linear's fp4_quantize: the overlay's op, routed
         assert "nvfp4_overlay.flashinfer_fp4_quantize.default" in ops, ops
     if layer_models.MODELS[model].attention_backend == "dsa":  # the DSA indexer (FlashInfer's top-k) split out
-        assert "sglang.pcg_dsa_indexer_prefill_split" in split, split
+        assert {f"sglang.{op}" for op in DSA_SPLITS} & set(split), split
 
 
 def _piecewise_disabled_archs(sglang: Path) -> list[str]:
