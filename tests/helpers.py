@@ -375,3 +375,16 @@ def without_route(patched: Path, dest: Path, name: str) -> Path:
     entries = dest / "flashinfer" / "_nvfp4_overlay" / "entries.py"
     entries.write_text(entries.read_text() + f'\n\ndel ENTRIES["{name}"]  # the control: one route removed\n')
     return dest
+
+
+def sources_digest(*paths: Path) -> str:
+    """The sha256 of every .py file under each path (or the file itself), names and bytes: the key of a
+    probe's kept result (the whole-layer tests)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for root in paths:
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()

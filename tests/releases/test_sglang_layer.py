@@ -35,7 +35,16 @@ from typing import Any
 
 import pytest
 import sglang_layer_models as layer_models
-from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins, without_route
+from helpers import (
+    FULL,
+    PATCHES,
+    ROOT,
+    cache_dir,
+    default_sglang,
+    sglang_flashinfer_pins,
+    sources_digest,
+    without_route,
+)
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import probe_runner, sglang_layer, sglang_releases
@@ -94,21 +103,12 @@ CASES = [c for v in RELEASES if v in ALWAYS or FULL for c in cases(v)
          if FULL or v == default_sglang() or c.id.removeprefix(f"{v}-") in EVERY_RUN]
 
 
-def _digest(*paths: Path) -> str:
-    digest = hashlib.sha256()
-    for root in paths:
-        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-            digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode() + b"\0")
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str, scratch: Path,
               options: tuple[str, ...] = ()) -> dict[str, Any]:
     import torch
 
     probes = ROOT / "src" / "nvfp4_overlay" / "probes"
-    key = _digest(PROBE, MODELS, FAKES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
+    key = sources_digest(PROBE, MODELS, FAKES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{options}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer" / f"{key}.json"
     if kept.is_file():

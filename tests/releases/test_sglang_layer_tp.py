@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins
+from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins, sources_digest
 
 from nvfp4_overlay.oracle import probe_runner, sglang_releases
 from nvfp4_overlay.wheel import fetch
@@ -81,22 +81,12 @@ MATRIX += [case(LATER, "patched", SM100, "flashinfer_cutlass", FUSION, tp=1)]  #
 CASES = ALWAYS + ([c for c in MATRIX if c.id not in {a.id for a in ALWAYS}] if FULL else [])
 
 
-def _digest(*paths: Path) -> str:
-    """Every .py file under each path (or the file itself), names and bytes."""
-    digest = hashlib.sha256()
-    for root in paths:
-        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-            digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode() + b"\0")
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
-
-
 def tp_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str, scratch: Path,
            options: tuple[str, ...]) -> dict[str, Any]:
     """The TP probe's result for these inputs, from the result cache where it was kept."""
     import torch
 
-    key = _digest(*INPUTS, sglang, flashinfer)
+    key = sources_digest(*INPUTS, sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{options}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer-tp" / f"{key}.json"
     if kept.is_file():
