@@ -1,0 +1,64 @@
+"""A pytest plugin: FlashInfer's own tests under compile_harness, each test a case with its counts.
+
+``NVFP4_COMPILE_TARGETS="flashinfer.norm.rmsnorm,flashinfer.rope.apply_rope" pytest -p
+nvfp4_overlay.probes.flashinfer.compile_plugin tests/...``: before any test runs, every name each
+target is reachable by is replaced (compile_harness.Harness.install, backend NVFP4_COMPILE_BACKEND,
+inductor by default, as FlashInfer's own compile mode); each test's outcome and counts (calls, the
+calls that ran a compiled graph, those that ran none, the opaque ops) are appended to the JSON lines
+file NVFP4_COMPILE_REPORT. A test that called no target is reported with calls 0: it is not a case.
+FlashInfer's own compile mode (FLASHINFER_TEST_TORCH_COMPILE) stays off: this replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Generator
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+import torch
+
+from nvfp4_overlay.probes.flashinfer.compile_harness import Counts, Harness
+
+_harness: Harness | None = None
+
+
+def pytest_configure(config: Any) -> None:
+    global _harness
+    targets = [t for t in os.environ.get("NVFP4_COMPILE_TARGETS", "").split(",") if t]
+    if not targets:
+        return
+    torch._dynamo.config.cache_size_limit = 128  # as FlashInfer's own compile mode sets it
+    _harness = Harness(os.environ.get("NVFP4_COMPILE_BACKEND", "inductor"))
+    _write({"replaced": _harness.install(targets)})
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: Any) -> Generator[None, Any, Any]:
+    if _harness is None:
+        return (yield)
+    with _harness.case() as counts:
+        try:
+            return (yield)
+        finally:
+            item.nvfp4_counts = Counts(**asdict(counts))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, Any]:
+    report = yield
+    counts = getattr(item, "nvfp4_counts", None)
+    if report.when == "call" or (report.when == "setup" and report.skipped):
+        _write({"test": item.nodeid, "outcome": report.outcome,
+                "counts": asdict(counts) if counts is not None else None,
+                "failure": str(report.longrepr).strip().splitlines()[-1][:300] if report.failed else None})
+    return report
+
+
+def _write(line: dict[str, Any]) -> None:
+    path = os.environ.get("NVFP4_COMPILE_REPORT")
+    if path:
+        with open(path, "a") as out:
+            out.write(json.dumps(line) + "\n")
