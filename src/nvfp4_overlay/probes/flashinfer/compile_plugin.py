@@ -7,6 +7,11 @@ inductor by default, as FlashInfer's own compile mode); each test's outcome and 
 calls that ran a compiled graph, those that ran none, the opaque ops) are appended to the JSON lines
 file NVFP4_COMPILE_REPORT. A test that called no target is reported with calls 0: it is not a case.
 FlashInfer's own compile mode (FLASHINFER_TEST_TORCH_COMPILE) stays off: this replaces it.
+
+NVFP4_COMPILE_PER_TEST=N keeps N parametrizations of each test function, spread evenly over its
+collected items (the first, the last and N - 2 between, in collection order): a representative
+subset where every JIT module a parametrization needs is built on the GPU, and the same subset on
+every wheel run with the same tests.
 """
 
 from __future__ import annotations
@@ -33,6 +38,29 @@ def pytest_configure(config: Any) -> None:
     torch._dynamo.config.cache_size_limit = 128  # as FlashInfer's own compile mode sets it
     _harness = Harness(os.environ.get("NVFP4_COMPILE_BACKEND", "inductor"))
     _write({"replaced": _harness.install(targets)})
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    keep = int(os.environ.get("NVFP4_COMPILE_PER_TEST", "0"))
+    if keep <= 0:
+        return
+    by_function: dict[str, list[Any]] = {}
+    for item in items:
+        by_function.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
+    chosen = {id(item) for group in by_function.values() for item in spread(group, keep)}
+    deselected = [item for item in items if id(item) not in chosen]
+    items[:] = [item for item in items if id(item) in chosen]
+    config.hook.pytest_deselected(items=deselected)
+
+
+def spread(items: list[Any], keep: int) -> list[Any]:
+    """keep items of the list, evenly spaced, the first and the last among them."""
+    if len(items) <= keep:
+        return items
+    if keep == 1:
+        return items[:1]
+    step = (len(items) - 1) / (keep - 1)
+    return [items[round(i * step)] for i in range(keep)]
 
 
 @pytest.hookimpl(wrapper=True)
