@@ -1,0 +1,92 @@
+"""FlashInfer's own compile list on the real wheels: the committed table holds the probe's runs.
+
+The compile-list probe (probes/flashinfer/compile_list.py, SM90 faked) runs each function of the
+list on its cases through the counting harness, on the patched tree of a representative slice of
+releases (the default stack's and the newest; every release with NVFP4_OVERLAY_FULL=1) and on the
+upstream tree where the rotating sample or NVFP4_OVERLAY_FULL says; the runs are kept in the result
+cache under their inputs. patches/flashinfer-python/audit-compile-list.json holds the verdicts of
+every release (make compile-list-table); these tests hold it to the runs and read the facts off it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from helpers import (
+    FRESH_UPSTREAM,
+    FULL,
+    PATCHES,
+    ReleaseOracle,
+    by_release,
+    cache_dir,
+    default_flashinfer,
+    fetch_upstream,
+    flashinfer_releases,
+)
+
+from nvfp4_overlay.oracle import compile_table
+
+pytestmark = [pytest.mark.upstream, pytest.mark.torch]
+
+RELEASES = flashinfer_releases()
+SLICE = RELEASES if FULL else [default_flashinfer(), RELEASES[-1]]
+TABLE = compile_table.load_table(PATCHES)
+
+
+def _runs(release_oracle: ReleaseOracle, release: str, side: int) -> dict[str, Any]:
+    wheel = fetch_upstream("flashinfer-python", release, patches_dir=PATCHES, cache_dir=cache_dir())
+    return compile_table.runs_for(release_oracle.sides(release)[side], wheel,
+                                  results=release_oracle.oracle.results)
+
+
+@pytest.fixture
+def patched(release_oracle: ReleaseOracle, release: str) -> dict[str, Any]:
+    return _runs(release_oracle, release, 1)
+
+
+@pytest.mark.parametrize("release", by_release(SLICE))
+def test_the_table_holds_the_patched_runs(patched: dict[str, Any], release: str) -> None:
+    assert "crash" not in patched, patched
+    entry = compile_table.release_entry(patched, patched)["patched"]
+    assert entry == TABLE["releases"][release]["patched"], "run: make compile-list-table RELEASES=" + release
+
+
+@pytest.mark.parametrize("release", by_release([r for r in SLICE if FULL or r in FRESH_UPSTREAM]))
+def test_the_table_holds_upstreams_runs(release_oracle: ReleaseOracle, release: str) -> None:
+    upstream = _runs(release_oracle, release, 0)
+    entry = compile_table.release_entry(upstream, upstream)["upstream"]
+    assert entry == TABLE["releases"][release]["upstream"], "run: make compile-list-table RELEASES=" + release
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])
+def test_upstream_compiles_nothing_of_the_list(release: str) -> None:
+    """The baseline: no case of any function of the list compiles on the upstream wheel; each breaks
+    in the wheel's own code (the JIT loader, a spec generator, the kernel call of a planned wrapper)."""
+    for name, cell in TABLE["releases"][release]["upstream"].items():
+        if cell.get("absent"):
+            continue
+        assert cell["compiled"] == 0, (name, cell)
+        assert cell["breaks"] and not cell["breaks"].startswith("outside"), (name, cell)
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])
+def test_the_patched_wheel_calls_each_case_eagerly_as_upstream(release: str) -> None:
+    """The patched wheel's eager calls (outputs and kernel arguments) are upstream's, case by case."""
+    sides = TABLE["releases"][release]
+    for name, cell in sides["patched"].items():
+        assert cell.get("absent") == sides["upstream"][name].get("absent"), name
+        if not cell.get("absent"):
+            assert cell["eager"] == sides["upstream"][name]["eager"], name
+
+
+def test_the_patched_run_counts_every_case(release_oracle: ReleaseOracle) -> None:
+    """The harness reached every case: each compiled call of every function was made through a
+    replaced binding (calls > 0), so a verdict of 0 compiled is a failure, never a call missed."""
+    runs = _runs(release_oracle, default_flashinfer(), 1)
+    for name, found in runs["functions"].items():
+        if found.get("missing"):
+            continue
+        assert found["bound"], name
+        for case, run in found["cases"].items():
+            assert run["compiled"]["counts"]["calls"] == 1, (name, case)
