@@ -24,8 +24,10 @@ from helpers import (
     fetch_upstream,
     flashinfer_releases,
 )
+from packaging.version import Version
 
 from nvfp4_overlay.oracle import compile_table
+from nvfp4_overlay.probes.flashinfer import compile_cases
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -59,6 +61,11 @@ def test_the_table_holds_upstreams_runs(release_oracle: ReleaseOracle, release: 
     assert entry == TABLE["releases"][release]["upstream"], "run: make compile-list-table RELEASES=" + release
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_carried_release_is_in_the_table(release: str) -> None:
+    assert release in TABLE["releases"], "run: make compile-list-table RELEASES=" + release
+
+
 @pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])
 def test_upstream_compiles_nothing_of_the_list(release: str) -> None:
     """The baseline: no case of any function of the list compiles on the upstream wheel; each breaks
@@ -68,6 +75,35 @@ def test_upstream_compiles_nothing_of_the_list(release: str) -> None:
             continue
         assert cell["compiled"] == 0, (name, cell)
         assert cell["breaks"] and not cell["breaks"].startswith("outside"), (name, cell)
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])
+def test_every_routed_function_compiles_patched(release: str) -> None:
+    """Every function of the list the overlay routes compiles on the patched wheel, every case that
+    routes (one opaque op a call, no process or FlashInfer file while tracing, the op's fake equal to
+    upstream's wrapper), where the release has it; a case that stays upstream's path by design is
+    named with its reason, and a release where every case of a function does (sampling before 0.6.4,
+    whose seed and offset are host ints) says so."""
+    for name, cell in TABLE["releases"][release]["patched"].items():
+        if cell.get("absent") or name in compile_cases.EAGER_ONLY:
+            continue
+        assert cell["compiled"] == cell["cases"], (name, cell)
+        if not cell["cases"]:
+            assert cell["eager_only"] and set(cell["eager_only"].values()) == {compile_cases.HOST_STATE}, (name, cell)
+            assert Version(release) < Version("0.6.4"), (name, cell)
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])
+def test_what_stays_eager_only_breaks_as_upstream(release: str) -> None:
+    """A function the overlay leaves upstream's (the wrappers' run(), the segment GEMM) breaks on the
+    patched wheel where it breaks on upstream's."""
+    sides = TABLE["releases"][release]
+    for name in compile_cases.EAGER_ONLY:
+        patched, upstream = sides["patched"][name], sides["upstream"][name]
+        if not upstream.get("absent"):
+            assert patched["compiled"] == 0, (name, patched)
+            assert patched.get("breaks", "").rsplit(": ", 1)[-1] in ("the kernel (foreign code)", "Import failure",
+                                                                    "Observed exception", "open"), (name, patched)
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES if r in TABLE["releases"]])

@@ -67,9 +67,20 @@ def test_where_a_case_breaks_names_the_wheels_frame_and_what_dynamo_gave_up_on()
 
 def test_a_verdict_counts_cases_and_keeps_each_eager_call() -> None:
     found = {"routed": True, "cases": {"default": COMPILED, "out": BROKEN}}
-    assert compile_table.verdict(found) == {"cases": 2, "compiled": 1, "breaks": "get_norm_module > get_tmpdir: posix.stat",
-                                            "eager": {"default": "e1", "out": "e2"}, "eager_refused": 1}
-    assert compile_table.verdict({"missing": True}) == {"absent": True}
+    assert compile_table.verdict("norm.rmsnorm", found) == {
+        "cases": 2, "compiled": 1, "breaks": "get_norm_module > get_tmpdir: posix.stat",
+        "eager": {"default": "e1", "out": "e2"}, "eager_refused": 1}
+    assert compile_table.verdict("norm.rmsnorm", {"missing": True}) == {"absent": True}
+
+
+def test_a_case_that_stays_upstreams_path_by_design_is_named_apart() -> None:
+    """Sampling drawn from a host generator is eager-only: its case is not counted, and says why."""
+    found = {"routed": True, "cases": {"default": BROKEN, "seed-offset-tensors": COMPILED}}
+    cell = compile_table.verdict("sampling.sampling_from_probs", found)
+    assert (cell["cases"], cell["compiled"], "breaks" in cell) == (1, 1, False)
+    assert cell["eager_only"] == {"default": compile_cases.HOST_STATE}
+    assert cell["eager"] == {"default": "e2", "seed-offset-tensors": "e1"}
+    assert "1 eager-only: the generator state stays on the host" in compile_table.verdict_text(cell)
 
 
 def test_the_table_names_every_function_of_the_list_in_every_release() -> None:

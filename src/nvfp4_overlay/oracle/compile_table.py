@@ -79,7 +79,6 @@ def compact(tree: Mapping[str, Any]) -> dict[str, Any]:
 
 # --- verdicts -----------------------------------------------------------------------------------------
 
-
 def case_compiled(run: Mapping[str, Any]) -> bool:
     """Every call of the case ran a compiled graph holding one opaque op per call, nothing of the
     wheel's I/O happened while dynamo traced, and the graph's outputs as the trace saw them (the
@@ -133,15 +132,19 @@ def _gave_up_on(error: Mapping[str, Any]) -> str:
     return str(error["reason"])
 
 
-def verdict(found: Mapping[str, Any]) -> dict[str, Any]:
+def verdict(name: str, found: Mapping[str, Any], by_design: bool = True) -> dict[str, Any]:
     """One function on one side: {"absent": True}, or its cases, those compiled, where the first other
     broke, and each case's eager call as a digest (the patched wheel's is upstream's where nothing changed)."""
     if found.get("missing"):
         return {"absent": True}
-    runs = found["cases"]
+    eager_only_cases = compile_cases.EAGER_ONLY_CASES.get(name, {}) if by_design else {}
+    runs = {case: run for case, run in found["cases"].items() if case not in eager_only_cases}
     refused = [c for c, r in runs.items() if "digest" in r["eager"] and "outputs" not in r["eager"]]
     out: dict[str, Any] = {"cases": len(runs), "compiled": sum(case_compiled(r) for r in runs.values()),
-                           "eager": {case: run["eager"]["digest"] for case, run in runs.items()}}
+                           "eager": {case: run["eager"]["digest"] for case, run in found["cases"].items()}}
+    eager_only = {case: eager_only_cases[case] for case in found["cases"] if case in eager_only_cases}
+    if eager_only:
+        out["eager_only"] = eager_only
     if refused:
         out["eager_refused"] = len(refused)
     first = next((r for r in runs.values() if not case_compiled(r)), None)
@@ -151,7 +154,9 @@ def verdict(found: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def release_entry(upstream: Mapping[str, Any], patched: Mapping[str, Any]) -> dict[str, Any]:
-    return {side: {name: verdict(found) for name, found in runs["functions"].items()}
+    # the cases the overlay leaves upstream's path by design are named apart on the patched side;
+    # upstream's verdict counts every case
+    return {side: {name: verdict(name, found, side == "patched") for name, found in runs["functions"].items()}
             for side, runs in (("upstream", upstream), ("patched", patched))}
 
 
@@ -167,10 +172,15 @@ def load_table(patches_dir: Path) -> dict[str, Any]:
 def verdict_text(cell: Mapping[str, Any]) -> str:
     if cell.get("absent"):
         return "absent"
-    text = f"{cell['compiled']}/{cell['cases']} compiled"
+    text = f"{cell['compiled']}/{cell['cases']} compiled" if cell["cases"] else "no case routes"
     if cell.get("eager_refused"):
         text += f" ({cell['eager_refused']} refused eagerly on the CPU)"
-    return text + (f"; breaks in {cell['breaks']}" if "breaks" in cell else "")
+    if "breaks" in cell:
+        text += f"; breaks in {cell['breaks']}"
+    reasons = sorted(set(cell.get("eager_only", {}).values()))
+    if reasons:
+        text += f"; {len(cell['eager_only'])} eager-only: {'; '.join(reasons)}"
+    return text
 
 
 def markdown(table: Mapping[str, Any]) -> str:
@@ -185,6 +195,8 @@ def markdown(table: Mapping[str, Any]) -> str:
             for release in releases:
                 sides = table["releases"][release]
                 texts = tuple(verdict_text(sides[s].get(name, {"absent": True})) for s in ("upstream", "patched"))
+                if name in compile_cases.EAGER_ONLY and texts[1] != "absent":
+                    texts = (texts[0], f"eager-only, {compile_cases.EAGER_ONLY[name]}: {texts[1]}")
                 if runs and runs[-1][0] == texts:
                     runs[-1][1].append(release)
                 else:
@@ -197,6 +209,32 @@ def markdown(table: Mapping[str, Any]) -> str:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def compile_safe(table: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Runs of releases alike: the functions of the list that compile on the patched wheel (every case
+    that routes), and those that stay eager-only with why (the wrappers, sampling from a host
+    generator), as `list` prints them; read from the committed table and the case table."""
+    from packaging.version import Version
+
+    runs: list[dict[str, Any]] = []
+    for release in sorted(table["releases"], key=Version):
+        safe, eager_only = [], {}
+        for name, cell in table["releases"][release]["patched"].items():
+            if cell.get("absent"):
+                continue
+            why = compile_cases.EAGER_ONLY.get(name)
+            if why is None and not cell["cases"]:  # no case routes in this release: sampling before 0.6.4
+                why = sorted(set(cell.get("eager_only", {}).values()))[0] + " (before 0.6.4 seed and offset are host ints)"
+            if why is not None:
+                eager_only[name] = why
+            elif cell["compiled"] == cell["cases"]:
+                safe.append(name)
+        if runs and (runs[-1]["compile_safe"], runs[-1]["eager_only"]) == (sorted(safe), eager_only):
+            runs[-1]["releases"].append(release)
+        else:
+            runs.append({"releases": [release], "compile_safe": sorted(safe), "eager_only": eager_only})
+    return runs
 
 
 def render_into(document: str, table: Mapping[str, Any]) -> str:

@@ -296,6 +296,41 @@ SINCE: dict[str, list[tuple[str, Make, str]]] = {
     name: [("seed-offset-tensors", _with_state(next(iter(CASES[name].values()))), "0.6.4")] for name in _RANDOM}
 
 
+# What stays upstream's path by design (the overlay's compile_list.py says why): whole functions, and
+# cases of the routed ones. The verdicts count the other cases and name these apart.
+HOST_STATE = "the generator state stays on the host (no seed and offset tensors): upstream's path by design"
+WRAPPER = "a wrapper's run(): not routed (its plan() keeps host state on the wrapper object)"
+EAGER_ONLY_CASES: dict[str, dict[str, str]] = {
+    name: {case: HOST_STATE for case in CASES[name] if case != "seed-offset-tensors"} for name in _RANDOM}
+EAGER_ONLY: dict[str, str] = {
+    **{name: WRAPPER for name in every_name() if is_method(name)},
+    "gemm.SegmentGEMMWrapper.run": "its segment arguments come from a Triton kernel the wrapper launches; not routed",
+}
+
+
+def routed_case(name: str, release: str) -> tuple[str, Make] | None:
+    """The first case of the function named `name` (its public name, "rmsnorm") that the overlay routes,
+    in a release; None for a function outside the list or eager-only there."""
+    qualname = next((q for q in every_name() if q.rsplit(".", 1)[1] == name and q not in EAGER_ONLY), None)
+    if qualname is None:
+        return None
+    skip = EAGER_ONLY_CASES.get(qualname, {})
+    return next(((c, make) for c, make in cases(qualname, release) if c not in skip), None)
+
+
+def eager_only(name: str, release: str) -> str | None:
+    """Why the function named `name` (its public name) stays upstream's path in a release; None where
+    the overlay routes it (or it is no function of the list)."""
+    qualname = next((q for q in every_name() if q.rsplit(".", 1)[1] == name), None)
+    if qualname is None:
+        return None
+    if qualname in EAGER_ONLY:
+        return EAGER_ONLY[qualname]
+    if routed_case(name, release) is None:
+        return f"{HOST_STATE} (before 0.6.4 seed and offset are host ints)"
+    return None
+
+
 def cases(qualname: str, release: str) -> Iterator[tuple[str, Make]]:
     """The calls of one function of the list in a release."""
     from packaging.version import Version
