@@ -162,6 +162,9 @@ def test_nothing():
 def test_untouched():
     pass
 
+def test_left_out():
+    {name}.scale(__import__("torch").ones(2))
+
 @__import__("pytest").mark.parametrize("n", range(5))
 def test_many(n):
     {name}.scale(__import__("torch").ones(n + 1))
@@ -176,6 +179,8 @@ def test_the_plugin_reports_each_test(package: Any, tmp_path: Path) -> None:
     report = tmp_path / "report.jsonl"
     env = {**os.environ, "NVFP4_COMPILE_TARGETS": f"{name}.ops.scale,{name}.ops.no_tensor_op",
            "NVFP4_COMPILE_BACKEND": "eager", "NVFP4_COMPILE_REPORT": str(report), "NVFP4_COMPILE_PER_TEST": "2",
+           "NVFP4_COMPILE_ONLY": ",".join(f"test_{name}.py::{t}" for t in ("test_top_level", "test_importer", "test_nothing",
+                                                                         "test_untouched", "test_many")),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "nvfp4_overlay.probes.flashinfer.compile_plugin",
                           "-p", "no:cacheprovider", "-n", "0", "-q", str(tmp_path / f"test_{name}.py")],
@@ -190,3 +195,4 @@ def test_the_plugin_reports_each_test(package: Any, tmp_path: Path) -> None:
     assert tests["test_nothing"]["counts"]["uncompiled"] == 1 and tests["test_nothing"]["counts"]["compiled_runs"] == 0
     assert tests["test_untouched"]["counts"]["calls"] == 0
     assert sorted(t for t in tests if t.startswith("test_many")) == ["test_many[0]", "test_many[4]"]  # 2 of 5, spread
+    assert "test_left_out" not in tests  # not in NVFP4_COMPILE_ONLY

@@ -8,7 +8,9 @@ calls that ran a compiled graph, those that ran none, the opaque ops) are append
 file NVFP4_COMPILE_REPORT. A test that called no target is reported with calls 0: it is not a case.
 FlashInfer's own compile mode (FLASHINFER_TEST_TORCH_COMPILE) stays off: this replaces it.
 
-NVFP4_COMPILE_PER_TEST=N keeps N parametrizations of each test function, spread evenly over its
+NVFP4_COMPILE_ONLY (comma-separated ``file::test_function``) keeps those test functions alone, so
+that one pytest run covers the tests of the list's functions in many files (pytest's -k matches the
+module's name too). NVFP4_COMPILE_PER_TEST=N keeps N parametrizations of each test function, spread evenly over its
 collected items (the first, the last and N - 2 between, in collection order): a representative
 subset where every JIT module a parametrization needs is built on the GPU, and the same subset on
 every wheel run with the same tests.
@@ -41,13 +43,16 @@ def pytest_configure(config: Any) -> None:
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    only = {t for t in os.environ.get("NVFP4_COMPILE_ONLY", "").split(",") if t}
     keep = int(os.environ.get("NVFP4_COMPILE_PER_TEST", "0"))
-    if keep <= 0:
+    if not only and keep <= 0:
         return
     by_function: dict[str, list[Any]] = {}
     for item in items:
-        by_function.setdefault(item.nodeid.split("[", 1)[0], []).append(item)
-    chosen = {id(item) for group in by_function.values() for item in spread(group, keep)}
+        function = item.nodeid.split("[", 1)[0]
+        if not only or function in only:
+            by_function.setdefault(function, []).append(item)
+    chosen = {id(item) for group in by_function.values() for item in (spread(group, keep) if keep > 0 else group)}
     deselected = [item for item in items if id(item) not in chosen]
     items[:] = [item for item in items if id(item) in chosen]
     config.hook.pytest_deselected(items=deselected)
