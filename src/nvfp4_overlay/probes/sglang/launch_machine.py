@@ -7,7 +7,7 @@ Each stand-in is named here and reported (``STUBBED``):
   no known class: each key an attribute, the composite configs' sub-configs (``text_config`` and
   kin) configs of their own, transformers' defaults for the keys a config always has; a config class
   SGLang registers with ``AutoConfig.register`` is built from the same dictionary where its
-  model_type is asked; ``GenerationConfig.from_pretrained`` finds no file (SGLang proceeds without);
+  model_type is asked, unless it extends one of transformers' own classes (a stand-in here); ``GenerationConfig.from_pretrained`` finds no file (SGLang proceeds without);
   the rest of the package is the permissive stand-in of probes/sglang/sglang_imports.py;
 - the GPU's memory: ``get_nvgpu_memory_capacity`` (nvidia-smi in a process upstream) answers the
   faked GPU's memory in MiB, and ``torch.cuda.mem_get_info`` its bytes; the capability, name and
@@ -19,12 +19,14 @@ Each stand-in is named here and reported (``STUBBED``):
 from __future__ import annotations
 
 import ast
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import sys
 from typing import Any
 
-from nvfp4_overlay.probes.sglang.sglang_imports import STUBBED, StubModule
+from nvfp4_overlay.probes.sglang.sglang_imports import STUBBED, Stub, StubModule
 
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config", "thinker_config", "talker_config", "llm_config",
                "language_config")
@@ -109,6 +111,9 @@ class AutoConfig:
         extra = {k: v for k, v in kwargs.items() if not k.startswith("_") and k not in ("return_unused_kwargs",
                                                                                         "gguf_file", "token")}
         made = cls.registered.get(config.get("model_type"), PretrainedConfig)
+        if not (isinstance(made, type) and issubclass(made, PretrainedConfig)) or any(
+                isinstance(base, type) and issubclass(base, Stub) for base in made.__mro__):
+            made = PretrainedConfig  # a class built over a stand-in (a transformers config class SGLang extends)
         try:
             out = made(**{**config, **extra})
         except Exception:  # noqa: BLE001 - a registered class wanting more than the file: the generic config
@@ -134,17 +139,45 @@ def read_config(path: Any) -> dict[str, Any]:
         return dict(json.load(handle))
 
 
+_KNOWN = {"PretrainedConfig": PretrainedConfig, "PreTrainedConfig": PretrainedConfig, "AutoConfig": AutoConfig,
+          "GenerationConfig": GenerationConfig, "__version__": "4.57.1"}
+_CONFIGS: dict[str, type] = {}
+
+
+class TransformersModule(StubModule):
+    """transformers or one of its modules: the names above, any ``*Config`` class a PretrainedConfig of
+    that name (transformers' per-model configs, which SGLang's own config classes extend), the rest
+    permissive."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _KNOWN:
+            return _KNOWN[name]
+        if name.endswith("Config") and name[:1].isupper():
+            return _CONFIGS.setdefault(name, type(name, (PretrainedConfig,), {"__module__": "transformers"}))
+        return super().__getattr__(name)
+
+
+class _TransformersFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "transformers" and not fullname.startswith("transformers."):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        module = TransformersModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        pass
+
+
 def transformers_stand_in() -> None:
-    """sys.modules["transformers"]: the stand-in above, its other names permissive."""
-    module = StubModule("transformers")
-    module.__path__ = []
-    for name, value in {"PretrainedConfig": PretrainedConfig, "PreTrainedConfig": PretrainedConfig,
-                        "AutoConfig": AutoConfig, "GenerationConfig": GenerationConfig,
-                        "__version__": "4.57.1"}.items():
-        setattr(module, name, value)
-    sys.modules["transformers"] = module
-    STUBBED["transformers"] = ("the launch-line probe's: AutoConfig and PretrainedConfig read config.json, "
-                               "GenerationConfig finds none; the rest permissive")
+    """transformers and its modules: TransformersModule (the environment's own is never imported)."""
+    sys.modules.pop("transformers", None)
+    sys.meta_path.insert(0, _TransformersFinder())
+    STUBBED["transformers"] = ("the launch-line probe's: AutoConfig and PretrainedConfig read config.json, every "
+                               "*Config a PretrainedConfig, GenerationConfig finds none; the rest permissive")
 
 
 def gpu_memory(torch: Any, capability: tuple[int, int], sglang_modules: dict[str, Any]) -> int:
