@@ -5,7 +5,7 @@ The settings read (``state``): the piecewise runner's switches of 0.5.8-0.5.13
 ``enable_breakable_cuda_graph``), ``disable_cuda_graph``, ``enable_torch_compile``, and from 0.5.14 the
 resolved ``cuda_graph_config``'s prefill and decode backends, read as the release reads them (0.5.20
 on: the fields overlaid with the declarations SGLang's resolvers stash in ``_resolved_overrides``).
-Before each SGLang line runs, and as each SGLang function returns, the settings are read again;
+Before each line of SGLang's argument handling runs (TRACED), and as each of its functions returns, the settings are read again;
 where they changed, the line that ran last made the change. The rule named for it is that line's own frame, or the nearest caller
 outside SGLang's plumbing (its setters, views and closures), with the line's text.
 """
@@ -21,6 +21,9 @@ from typing import Any
 
 SWITCHES = ("enable_piecewise_cuda_graph", "disable_piecewise_cuda_graph", "enforce_piecewise_cuda_graph",
             "enable_breakable_cuda_graph", "disable_cuda_graph", "enable_torch_compile")
+# Where SGLang changes the graph settings: only these files' lines are traced (the rest of SGLang, the
+# model config and the utilities, runs untraced: a change they made is seen at the next traced line).
+TRACED = ("srt/server_args.py", "srt/arg_groups/", "srt/model_executor/")
 PLUMBING = ("arg_groups/overrides.py", "arg_groups/model_override_base.py", "arg_groups/arg_utils.py",
             "model_executor/cuda_graph_config.py", "arg_groups/resolution_hooks.py")
 _MISSING = object()
@@ -59,6 +62,7 @@ class Recorder:
 
     def __init__(self, sglang_dir: str, server_args_module: Any) -> None:
         self.root = sglang_dir + os.sep
+        self.traced = tuple(os.path.join(sglang_dir, *t.split("/")) for t in TRACED)
         self.top = os.path.dirname(sglang_dir) + os.sep
         self.cls = server_args_module.ServerArgs
         self.subject: Any = None
@@ -103,7 +107,7 @@ class Recorder:
             sys.settrace(None)
 
     def _global(self, frame: Any, event: str, arg: Any) -> Any:
-        return self._local if frame.f_code.co_filename.startswith(self.root) else None
+        return self._local if frame.f_code.co_filename.startswith(self.traced) else None
 
     def _local(self, frame: Any, event: str, arg: Any) -> Any:
         if event in ("line", "return"):  # a change is seen before the caller's next line: callers still at the call

@@ -56,6 +56,10 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         sys.path.insert(0, plan["flashinfer"])
     _install(sglang_dir)
     server_args = _import("sglang.srt.server_args")
+    try:  # once here, not in every line's child: the runner's gate (launch_runner) reads it
+        _import("sglang.srt.model_executor.model_runner")
+    except Exception:  # noqa: BLE001 - the gate says it was not asked, and why
+        pass
     modules = {n: m for n, m in sys.modules.items() if n.startswith("sglang.") and m is not None}
     out: dict[str, Any] = {"release": _version(sglang_dir), "gpu": list(gpu),
                            "memory_mib": launch_machine.gpu_memory(torch, gpu, modules)}
