@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-regions-table sglang-layer-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-launch-table sglang-regions-table sglang-layer-table sglang-regions-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -99,6 +99,12 @@ audit-api: $(VENV)/.ready
 check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
+	$(PY) -m nvfp4_overlay.cli launch-table --check $(ARGS)
+
+# patches/sglang/audit-launch.json from every SGLang release's own argument handling (or VERSIONS="0.5.20";
+# torch, about a minute a release), then docs/patches.md's and the README's launch-line tables from it.
+sglang-launch-table: $(VENV)/.test-ready
+	$(PY) -m nvfp4_overlay.cli launch-table --resolve $(VERSIONS) $(ARGS)
 
 # patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
 # call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from . import launch_models
+from . import sglang_models
 
 GPUS = {"sm90": (9, 0), "sm100": (10, 0), "sm120": (12, 0), "sm121": (12, 1)}
 COMPILED = ("piecewise", "tc_piecewise")  # the prefill runners that compile with torch.compile(fullgraph=True)
@@ -83,10 +83,10 @@ ENABLING = ("enable-piecewise", "prefill-tc_piecewise")  # the opt-ins tried on 
 
 
 def matrix() -> list[dict[str, Any]]:
-    """Every launch line of the matrix: key, the flags, the model (launch_models), the GPU family."""
+    """Every launch line of the matrix: key, the flags, the model (sglang_models), the GPU family."""
     lines = [{"key": f"qwen3-moe/sm120/{label}", "args": args, "model": "qwen3-moe", "gpu": "sm120"}
              for label, args in OPTIONS]
-    for model in launch_models.MODELS:
+    for model in sglang_models.MODELS:
         if model == "qwen3-moe":
             continue
         gpu = "sm90" if model == "deepseek-v3-fp8" else "sm120"
@@ -101,7 +101,7 @@ def matrix() -> list[dict[str, Any]]:
 
 def plan_lines(lines: list[dict[str, Any]], gpu: str) -> list[dict[str, Any]]:
     """The probe's plan entries of the lines of one GPU (the probe fakes one GPU an interpreter)."""
-    return [{"key": line["key"], "argv": split_args(line["args"]), "config": launch_models.config_for(line["model"])}
+    return [{"key": line["key"], "argv": split_args(line["args"]), "config": sglang_models.config_for(line["model"])}
             for line in lines if line["gpu"] == gpu]
 
 

@@ -12,20 +12,20 @@ from .context import Context
 
 
 def cmd_doctor(ctx: Context) -> int:
-    if ctx.args.sglang_args is not None:
-        from ..audit import sglang_launch
+    asked = None
+    if ctx.args.sglang_args is not None:  # a malformed line, or no model named, is exit 2 before any probe runs
+        from ..operate import doctor_launch
 
-        sglang_launch.split_args(ctx.args.sglang_args)  # a malformed line is exit 2 before the probe runs
+        asked = doctor_launch.ask(doctor_launch.Request(ctx.args.sglang_args, ctx.args.model_arch, ctx.args.gpu))
     document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
                                         timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
     _jit(ctx, document, finding)
-    if ctx.args.sglang_args is not None:
+    if asked is not None:
         from ..operate import doctor_launch
         from ..wheel import fetch
 
-        request = doctor_launch.Request(ctx.args.sglang_args, ctx.args.model_arch, ctx.args.gpu)
-        doctor_launch.judge(document, request, ctx.args.python or sys.executable, ctx.patches_dir,
+        doctor_launch.judge(document, asked, ctx.args.python or sys.executable, ctx.patches_dir,
                             fetch.default_cache_dir(), ctx.args.trace_timeout)
     ctx.emit(document, render(document))
     return finding.exit_code

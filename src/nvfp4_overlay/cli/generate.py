@@ -49,15 +49,15 @@ def cmd_audit_api(ctx: Context) -> int:
 def cmd_launch_table(ctx: Context) -> int:
     """docs/patches.md's and the README's launch-line tables from patches/sglang/audit-launch.json; with
     --resolve, that file first, from the named (default: every) SGLang release's own code."""
-    from ..audit import launch_table
+    from ..audit import sglang_launch_table
 
-    path = ctx.patches_dir / "sglang" / launch_table.AUDIT
+    path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
     found: dict[str, str] = {}
     if ctx.args.resolve is not None:
-        found[launch_table.AUDIT] = _compare(path, launch_table.dump(_resolved(ctx, ctx.args.resolve)), ctx.args.check)
-    table = launch_table.load(ctx.patches_dir)
+        found[sglang_launch_table.AUDIT] = _compare(path, sglang_launch_table.dump(_resolved(ctx, ctx.args.resolve)), ctx.args.check)
+    table = sglang_launch_table.load(ctx.patches_dir)
     root = ctx.patches_dir.resolve().parent
-    for name, render in (("docs/patches.md", launch_table.render_docs), ("README.md", launch_table.render_readme)):
+    for name, render in (("docs/patches.md", sglang_launch_table.render_docs), ("README.md", sglang_launch_table.render_readme)):
         document = root / name
         found[name] = _compare(document, render(document.read_text(encoding="utf-8"), table), ctx.args.check)
     return _done(ctx, found, "the launch-line tables")
@@ -65,7 +65,7 @@ def cmd_launch_table(ctx: Context) -> int:
 
 def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
     """The committed table with the named releases' matrices resolved again (torch: the probe runs them)."""
-    from ..audit import launch_table
+    from ..audit import sglang_launch_table
     from ..oracle import sglang_launch_runs, sglang_releases
 
     releases = {r.version: r for r in sglang_releases.audit_releases(ctx.patches_dir)}
@@ -74,11 +74,11 @@ def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
         msg = f"{', '.join(unknown)}: no stack installs that SGLang release; name one of {', '.join(releases)}"
         raise ConfigError(msg, path=ctx.patches_dir / "stacks.toml", item=", ".join(unknown),
                           expected="an SGLang release of a stack", found="none", fix="see 'nvfp4-overlay list'")
-    path = ctx.patches_dir / "sglang" / launch_table.AUDIT
-    table = launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
+    path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
+    table = sglang_launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
     for version in named or list(releases):
-        ctx.log(f"sglang {version}: resolving {len(launch_table.sglang_launch.matrix())} launch lines with its own code")
-        table = launch_table.with_release(table, version, sglang_launch_runs.resolve_release(
+        ctx.log(f"sglang {version}: resolving the launch-line matrix with its own code")
+        table = sglang_launch_table.with_release(table, version, sglang_launch_runs.resolve_release(
             ctx.patches_dir, releases[version], ctx.source))
     return table
 

@@ -2,7 +2,7 @@
 
 The child (probes/sglang/sglang_launch.py) runs the installed SGLang's parser, ServerArgs and the
 model runner's gate, with the model's config.json (``--model-path DIR``, else the target model of
-``--model-arch``: audit/launch_models.py) and the GPU family (``--gpu``, else the GPU doctor saw, else
+``--model-arch``: audit/sglang_models.py) and the GPU family (``--gpu``, else the GPU doctor saw, else
 SM120), faked; where SGLang is not installed there, the default stack's pinned SGLang, unpacked from
 the cache (never downloaded). Nothing of SGLang runs in this process. A flag the release does not
 define, an architecture its model registry lacks, a line its validation refuses: exit 2, in
@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from ..audit import launch_models, sglang_audit, sglang_launch, sglang_raw
+from ..audit import sglang_audit, sglang_launch, sglang_models, sglang_raw
 from ..errors import ConfigError, TimedOut, UsageError
 
 PROBE = "nvfp4_overlay.probes.sglang.sglang_launch"
@@ -40,11 +40,27 @@ class Request:
     gpu: str | None = None
 
 
-def judge(document: dict[str, Any], request: Request, python: str, patches_dir: Path, cache_dir: Path,
+@dataclass(frozen=True)
+class Asked:
+    """A request checked before any probe runs: the words, the model as the probe takes it, its architecture."""
+
+    request: Request
+    argv: list[str]
+    model: dict[str, Any]
+    architecture: str
+
+
+def ask(request: Request) -> Asked:
+    """The request, checked: a malformed line or no model to ask about is exit 2 before doctor's probes run."""
+    argv = sglang_launch.split_args(request.args)
+    model, arch = _model(argv, request.model_arch)
+    return Asked(request, argv, model, arch)
+
+
+def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path, cache_dir: Path,
           timeout: float) -> dict[str, Any]:
     """document["sglang_launch"]: SGLang's answer for the launch line, with the FlashInfer calls of its region."""
-    argv = sglang_launch.split_args(request.args)
-    line, arch = _model(argv, request.model_arch)
+    request, argv, line, arch = asked.request, asked.argv, asked.model, asked.architecture
     gpu = request.gpu or _seen_gpu(document.get("gpu")) or "sm120"
     sglang = document["distributions"].get("sglang", {})
     with tempfile.TemporaryDirectory(prefix="nvfp4-launch-") as scratch:
@@ -55,7 +71,7 @@ def judge(document: dict[str, Any], request: Request, python: str, patches_dir: 
         found = _child(python, plan, timeout)
     answer = found["lines"]["line"]
     _refuse(answer, release, request.args, arch)
-    calls = region_calls(patches_dir, release, bool(sglang.get("patched")), gpu, _routes(document), answer)
+    calls = region_calls(patches_dir, release, bool(sglang.get("patched")), gpu, _routes(document), answer, argv)
     entry = sglang_launch.compact(answer)
     out = {"release": release, "installed": bool(sglang.get("installed")), "gpu": gpu,
            "gpu_from": "--gpu" if request.gpu else "doctor" if _seen_gpu(document.get("gpu")) else "default",
@@ -70,7 +86,7 @@ def _model(argv: list[str], model_arch: str | None) -> tuple[dict[str, Any], str
     if local is not None:
         return {"model_dir": str(local.resolve())}, sglang_launch.read_architecture(local)
     if model_arch:
-        return {"config": launch_models.config_for(model_arch)}, launch_models.config_for(model_arch)["architectures"][0]
+        return {"config": sglang_models.config_for(model_arch)}, sglang_models.config_for(model_arch)["architectures"][0]
     msg = ("--sglang-args: the launch line names no local model directory with a config.json, and no --model-arch "
            "is given; SGLang decides by the model's architecture, so name it")
     raise UsageError(msg, item="--model-arch", expected="--model-path DIR (with config.json) or --model-arch NAME",
@@ -98,7 +114,7 @@ def _refuse(answer: dict[str, Any], release: str, args: str, arch: str) -> None:
 
 
 def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, routes: Any,
-                 answer: dict[str, Any]) -> list[dict[str, Any]]:
+                 answer: dict[str, Any], argv: list[str]) -> list[dict[str, Any]]:
     """The FlashInfer calls the region table saw in this release's compiled regions on this GPU family, each
     with whether this FlashInfer routes it; the conditional calls (sglang_raw) that hold for the line."""
     if not answer.get("fullgraph"):
@@ -114,14 +130,14 @@ def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, route
         for call in cell.get("calls", []):
             out.append({"region": region, "function": call["function"], "site": call["site"],
                         "routed": sglang_audit.routed(call, routes)})
-    argv = sglang_launch.split_args(answer.get("args", "")) if answer.get("args") else []
+    deepgemm = "flashinfer_deepgemm" in [w.split("=")[-1] for w in argv]
     for call in sglang_raw.conditional_calls(routes):
-        if call["function"] == "fp8_blockscale_gemm_sm90" and gpu != "sm90":
+        if call["function"] == "fp8_blockscale_gemm_sm90" and not (gpu == "sm90" and deepgemm):
             continue
         if call["function"] == "tinygemm_bf16" and answer.get("architecture") != "GptOssForCausalLM":
             continue
         out.append({"region": "conditional", "function": call["function"], "site": call["where"],
-                    "routed": call["routed"], "condition": call["condition"], "argv": argv})
+                    "routed": call["routed"], "condition": call["condition"]})
     return out
 
 

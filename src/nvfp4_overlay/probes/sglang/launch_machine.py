@@ -110,7 +110,7 @@ class AutoConfig:
         config = read_config(path)
         extra = {k: v for k, v in kwargs.items() if not k.startswith("_") and k not in ("return_unused_kwargs",
                                                                                         "gguf_file", "token")}
-        made = cls.registered.get(config.get("model_type"), PretrainedConfig)
+        made = cls.registered.get(str(config.get("model_type")), PretrainedConfig)
         if not (isinstance(made, type) and issubclass(made, PretrainedConfig)) or any(
                 isinstance(base, type) and issubclass(base, Stub) for base in made.__mro__):
             made = PretrainedConfig  # a class built over a stand-in (a transformers config class SGLang extends)
@@ -118,7 +118,7 @@ class AutoConfig:
             out = made(**{**config, **extra})
         except Exception:  # noqa: BLE001 - a registered class wanting more than the file: the generic config
             out = PretrainedConfig(**{**config, **extra})
-        out._name_or_path = str(path)
+        out._name_or_path = str(path)  # type: ignore[attr-defined]
         return (out, {}) if kwargs.get("return_unused_kwargs") else out
 
     @classmethod

@@ -125,7 +125,7 @@ class Recorder:
 
     def where(self, frame: Any, line: int) -> dict[str, Any]:
         """The line as a rule: file (relative to the tree), line, function, text; its callers in SGLang."""
-        stack = []
+        stack: list[dict[str, Any]] = []
         while frame is not None and len(stack) < 6:
             if frame.f_code.co_filename.startswith(self.root):
                 stack.append(self.site(frame.f_code, line if not stack else frame.f_lineno))

@@ -81,7 +81,7 @@ def _stand_in(cls: Any, made: Any) -> Any:
 
     runner = type("StandInRunner", (cls,), {"model": property(model), "__init__": lambda self: None,
                                             "__module__": cls.__module__})
-    stand_in = object.__new__(runner)
+    stand_in: Any = object.__new__(runner)
     values = {"server_args": made, "model_config": model_config, "is_draft_worker": False,
               "pp_size": getattr(made, "pp_size", 1), "tp_size": getattr(made, "tp_size", 1),
               "spec_algorithm": _speculative(made), "eager_runner": "eager-runner", "lora_manager": None,

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..formats import render_between
-from . import launch_models, sglang_launch
+from . import sglang_launch, sglang_models
 from .sglang_audit import version_key
 
 AUDIT = "audit-launch.json"
@@ -34,7 +34,7 @@ def load(patches_dir: Path) -> dict[str, Any]:
 
 
 def dump(table: Mapping[str, Any]) -> str:
-    return json.dumps(table, indent=1, sort_keys=True) + "\n"
+    return json.dumps(table, indent=1) + "\n"  # releases oldest first, lines in the matrix's order
 
 
 def with_release(table: Mapping[str, Any], release: str, entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,7 +43,8 @@ def with_release(table: Mapping[str, Any], release: str, entry: Mapping[str, Any
 
 
 def answer(table: Mapping[str, Any], release: str, key: str) -> dict[str, Any] | None:
-    return table.get("releases", {}).get(release, {}).get("lines", {}).get(key)
+    found: dict[str, Any] | None = table.get("releases", {}).get(release, {}).get("lines", {}).get(key)
+    return found
 
 
 # --- docs/patches.md: one row per launch line, the releases in runs of alike answers -----------------
@@ -78,7 +79,7 @@ def _span(versions: list[str]) -> str:
 
 
 def _label(line: Mapping[str, Any]) -> str:
-    model = launch_models.architecture(line["model"])
+    model = sglang_models.architecture(line["model"])
     flags = f"`{line['args']}`" if line["args"] else "(no graph flags)"
     return f"{line['model']} (`{model}`), {line['gpu']}: {flags}".replace("|", "\\|")
 
