@@ -125,6 +125,8 @@ def _render_launch(launch: dict[str, Any] | None) -> list[str]:
     """doctor --sglang-args: SGLang's own answer for the launch line, on the GPU it was asked for."""
     if not launch:
         return []
+    if "error" in launch:
+        return [f"{'launch line':<18}not judged: {launch['error']}"]
     whose = "installed" if launch["installed"] else "the default stack's (not installed there)"
     verdict = {True: "yes", False: "no", None: "cannot tell"}[launch["fullgraph"]]
     lines = [f"{'launch line':<18}SGLang {launch['release']} ({whose}), {launch['gpu']} (from {launch['gpu_from']}), "

@@ -68,7 +68,12 @@ def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path
             _stack_tree(patches_dir, cache_dir, Path(scratch))
         plan = {"sglang": tree, "flashinfer": None, "gpu": list(sglang_launch.GPUS[gpu]),
                 "lines": [{"key": "line", "argv": argv, **line}]}
-        found = _child(python, plan, timeout)
+        try:
+            found = _child(python, plan, timeout)
+        except ConfigError as exc:  # the interpreter cannot run SGLang's code (no torch): doctor's other problems say why
+            document["sglang_launch"] = {"release": release, "gpu": gpu, "error": exc.message}
+            document["notes"].append(f"--sglang-args: not judged: {exc.message}")
+            return document["sglang_launch"]
     answer = found["lines"]["line"]
     _refuse(answer, release, request.args, arch)
     calls = region_calls(patches_dir, release, bool(sglang.get("patched")), gpu, _routes(document), answer, argv)
