@@ -71,9 +71,10 @@ def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path
         try:
             found = _child(python, plan, timeout)
         except ConfigError as exc:  # the interpreter cannot run SGLang's code (no torch): doctor's other problems say why
-            document["sglang_launch"] = {"release": release, "gpu": gpu, "error": exc.message}
+            unjudged: dict[str, Any] = {"release": release, "gpu": gpu, "error": exc.message}
+            document["sglang_launch"] = unjudged
             document["notes"].append(f"--sglang-args: not judged: {exc.message}")
-            return document["sglang_launch"]
+            return unjudged
     answer = found["lines"]["line"]
     _refuse(answer, release, request.args, arch)
     calls = region_calls(patches_dir, release, bool(sglang.get("patched")), gpu, _routes(document), answer, argv)
