@@ -220,8 +220,11 @@ def _check_claims(verdict: Verdict, name: str, patches_dir: Path, overlay_dir: P
     if built != series_now:
         verdict.problems.append(f"built with patches {built}, the series at {upstream.directory} is {series_now}; rebuild")
     overlay_now = {f.path: sha256_bytes(f.data) for f in overlay}
-    if doc.get("overlay") != overlay_now:
-        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)}; rebuild")
+    claimed: dict[str, Any] = doc["overlay"] if isinstance(doc.get("overlay"), dict) else {}
+    differ = sorted(n for n in {*claimed, *overlay_now} if claimed.get(n) != overlay_now.get(n))
+    if differ:
+        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)} "
+                                f"({', '.join(differ[:5])}{' and more' if len(differ) > 5 else ''}); rebuild")
 
 
 def _upstream_version(doc: dict[str, Any]) -> str:
