@@ -138,12 +138,19 @@ def test_verify_fetches_the_pin_from_a_wheelhouse(hostile: dict[str, Path], tmp_
 # --- install --run ----------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The environment install --run would install into: a bare venv (no pip: a step that ran would fail)."""
+    env = tmp_path_factory.mktemp("target") / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    return env
+
+
 @AT_HAND
 @pytest.mark.parametrize("case", list(EDITS))
-def test_install_run_installs_nothing(hostile: dict[str, Path], tmp_path: Path, case: str, pin: bool) -> None:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "env")], check=True)
+def test_install_run_installs_nothing(hostile: dict[str, Path], target: Path, case: str, pin: bool) -> None:
     code, out, err = run_cli("install", "--run", "--json", *DATA, "--dist-dir", str(hostile[case]),
-                             "--python", str(tmp_path / "env" / "bin" / "python"))
+                             "--python", str(target / "bin" / "python"))
     assert code == (3 if pin else 4), err
     error = json.loads(out)["error"]
     assert error["kind"] == ("IntegrityError" if pin else "Unverified")
@@ -151,7 +158,7 @@ def test_install_run_installs_nothing(hostile: dict[str, Path], tmp_path: Path, 
     assert "nothing was installed" in error["message"] and wheel.name in error["message"]
     assert (provenance_of(wheel) if pin else "cannot be verified here") in error["message"]
     assert "[1/" not in err  # no step ran
-    assert not list((tmp_path / "env" / "lib").glob("python*/site-packages/*.pth"))
+    assert not list((target / "lib").glob("python*/site-packages/*.pth"))
 
 
 # --- index --------------------------------------------------------------------------------------------
