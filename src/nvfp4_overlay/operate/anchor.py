@@ -109,9 +109,13 @@ def _opened(upstream: Upstream, pin: UpstreamWheel, source: Source) -> WheelRead
         return fetch.open_upstream(upstream, pin, source)
     except (FetchError, HashMismatchError) as exc:
         first = exc.message.splitlines()[0].split(";")[0]
-        how = ("run it without --offline (pip downloads it into the cache, as build does), or name a --wheelhouse "
-               "that holds it") if source.offline or source.wheelhouse else \
-            "check pip's index configuration, or name a --wheelhouse that holds it"
+        if isinstance(exc, HashMismatchError):  # a cached copy is removed by then; a wheelhouse's is not
+            how = "put the pinned file where that one was (a cached copy was removed: run it again to fetch it)"
+        elif source.offline or source.wheelhouse:
+            how = ("run it without --offline (pip downloads it into the cache, as build does), or name a "
+                   "--wheelhouse that holds it")
+        else:
+            how = "check pip's index configuration, or name a --wheelhouse that holds it"
         msg = f"cannot be verified here: nothing else vouches for its members than the pinned {first}; {how}"
         raise Unverified(msg, path=source.wheels_dir, item=pin.filename, expected=f"{pin.filename} (sha256 {pin.sha256})",
                          found=first, fix=how) from exc
