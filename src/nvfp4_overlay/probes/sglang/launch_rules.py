@@ -139,7 +139,7 @@ class Recorder:
                 "function": getattr(code, "co_qualname", code.co_name),
                 "text": linecache.getline(file, line).strip()[:200]}
 
-    def answer(self, made: Any) -> dict[str, Any]:
+    def resolution(self, made: Any) -> dict[str, Any]:
         """The resolved settings, every change with its rule, and the rule that decided each setting."""
         final = state(made)
         decided = {}

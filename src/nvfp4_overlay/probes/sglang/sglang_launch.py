@@ -104,7 +104,7 @@ def resolve(server_args: Any, sglang_dir: str, registry: dict[str, str], line: d
     except Exception as exc:  # noqa: BLE001 - SGLang's own validation refused the line: its words
         return {"refused": {"kind": "server_args", "message": f"{type(exc).__name__}: {str(exc)[:800]}",
                             "where": launch_rules.raised_at(exc, sglang_dir)}, "architecture": arch}
-    answer = {"architecture": arch, "model_module": registry[arch], **rules.answer(made)}
+    answer = {"architecture": arch, "model_module": registry[arch], **rules.resolution(made)}
     answer["runner"] = launch_runner.gate(made, sglang_dir, rules)
     answer.update(graphs(answer["settings"], answer["runner"]))
     answer["rule"] = _rule(answer, argv, sglang_dir)
