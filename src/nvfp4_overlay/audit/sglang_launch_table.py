@@ -9,6 +9,7 @@ documents to the rendering.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,17 +51,40 @@ def answer(table: Mapping[str, Any], release: str, key: str) -> dict[str, Any] |
 # --- docs/patches.md: one row per launch line, the releases in runs of alike answers -----------------
 
 
+_LINE = re.compile(r"(\w+\.py):(\d+)")
+
+
 def _runs(table: Mapping[str, Any], key: str) -> list[tuple[list[str], dict[str, Any]]]:
+    """Runs of releases whose answer is alike: the same verdict, backend and rule, the rule's line aside
+    (it moves between releases); where it moved, the cell names each release's line."""
     runs: list[tuple[list[str], dict[str, Any]]] = []
     for release in table["releases"]:
         entry = answer(table, release, key) or {"probe_error": "not resolved"}
+        rule = _short_rule(entry)
         shown = {"verdict": sglang_launch.verdict(entry), "prefill": entry.get("prefill"),
-                 "rule": _short_rule(entry)}
-        if runs and runs[-1][1] == shown:
+                 "rule": _LINE.sub(r"\1", rule)}
+        if runs and {k: v for k, v in runs[-1][1].items() if k != "lines"} == shown:
             runs[-1][0].append(release)
+            runs[-1][1]["lines"].append((release, _LINE.findall(rule)))
         else:
-            runs.append(([release], shown))
+            runs.append(([release], {**shown, "lines": [(release, _LINE.findall(rule))]}))
+    for _, shown in runs:
+        shown["rule"] = _with_lines(shown.pop("lines"), shown["rule"])
     return runs
+
+
+def _with_lines(lines: list[tuple[str, list[tuple[str, str]]]], rule: str) -> str:
+    """The rule with its file:line, or the line of each run of releases where the line moved."""
+    spans: list[tuple[list[str], list[tuple[str, str]]]] = []
+    for release, found in lines:
+        if spans and spans[-1][1] == found:
+            spans[-1][0].append(release)
+        else:
+            spans.append(([release], found))
+    if len(spans) == 1:
+        return _LINE.sub(lambda m, it=iter(spans[0][1]): ":".join(next(it, (m.group(1), ""))), rule)
+    where = "; ".join(f"{', '.join(':'.join(f) for f in found)} in {_span(versions)}" for versions, found in spans)
+    return f"{rule} ({where})"
 
 
 def _short_rule(entry: Mapping[str, Any]) -> str:
