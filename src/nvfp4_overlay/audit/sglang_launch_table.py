@@ -67,13 +67,13 @@ def _runs(table: Mapping[str, Any], key: str) -> list[tuple[list[str], dict[str,
             runs[-1][0].append(release)
             runs[-1][1]["lines"].append((release, _LINE.findall(rule)))
         else:
-            runs.append(([release], {**shown, "lines": [(release, _LINE.findall(rule))]}))
+            runs.append(([release], {**shown, "lines": [(release, _LINE.findall(rule))], "first": rule}))
     for _, shown in runs:
-        shown["rule"] = _with_lines(shown.pop("lines"), shown["rule"])
+        shown["rule"] = _with_lines(shown.pop("lines"), shown.pop("first"), shown["rule"])
     return runs
 
 
-def _with_lines(lines: list[tuple[str, list[tuple[str, str]]]], rule: str) -> str:
+def _with_lines(lines: list[tuple[str, list[tuple[str, str]]]], first: str, rule: str) -> str:
     """The rule with its file:line, or the line of each run of releases where the line moved."""
     spans: list[tuple[list[str], list[tuple[str, str]]]] = []
     for release, found in lines:
@@ -81,8 +81,8 @@ def _with_lines(lines: list[tuple[str, list[tuple[str, str]]]], rule: str) -> st
             spans[-1][0].append(release)
         else:
             spans.append(([release], found))
-    if len(spans) == 1:
-        return _LINE.sub(lambda m, it=iter(spans[0][1]): ":".join(next(it, (m.group(1), ""))), rule)
+    if len(spans) == 1:  # the same line in every release of the run: the rule as the first one says it
+        return first
     where = "; ".join(f"{', '.join(':'.join(f) for f in found)} in {_span(versions)}" for versions, found in spans)
     return f"{rule} ({where})"
 
