@@ -63,7 +63,7 @@ def _runs(table: Mapping[str, Any], key: str) -> list[tuple[list[str], dict[str,
         rule = _short_rule(entry)
         shown = {"verdict": sglang_launch.verdict(entry), "prefill": entry.get("prefill"),
                  "rule": _LINE.sub(r"\1", rule)}
-        if runs and {k: v for k, v in runs[-1][1].items() if k != "lines"} == shown:
+        if runs and {k: v for k, v in runs[-1][1].items() if k not in ("lines", "first")} == shown:
             runs[-1][0].append(release)
             runs[-1][1]["lines"].append((release, _LINE.findall(rule)))
         else:
