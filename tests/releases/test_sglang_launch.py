@@ -72,7 +72,7 @@ def _entry(release: str, key: str) -> dict[str, Any]:
 # own code answers it (the committed table, held above to the resolution): (release, line, fullgraph, where).
 CLASSES = [
     # from 0.5.14 an explicitly chosen prefill backend skips every auto-disable rule (DP attention here)
-    ("0.5.16", "qwen3-moe/sm120/prefill-tc_piecewise+dp-attention", True, "the flag"),
+    ("0.5.16", "qwen3-moe/sm120/prefill-tc_piecewise+dp-attention", True, "_parse_cuda_graph_config"),
     ("0.5.20", "qwen3-moe/sm120/prefill-tc_piecewise+dp-attention", True, "cuda_graph_hook.py"),
     ("0.5.20", "qwen3-moe/sm120/prefill-tc_piecewise+speculative-ngram", True, "cuda_graph_hook.py"),
     # --cuda-graph-config JSON is SGLang's highest precedence
