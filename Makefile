@@ -44,6 +44,7 @@ test-releases: $(VENV)/.test-ready
 		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/releases/test_oracle_releases.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_layer.py tests/releases/test_sglang_layer_tp.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_launch.py $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
 # `make oracle`, or `make oracle ARGS="0.7.4"`.
