@@ -142,7 +142,8 @@ def _render_launch(launch: dict[str, Any] | None) -> list[str]:
              f"{'  fullgraph':<18}{verdict}: decided by {launch['rule']}",
              f"{'  runner':<18}{launch['runner']}"]
     for call in launch["calls"]:
-        state = "routed (the overlay's opaque op)" if call["routed"] else "RAW (fails fullgraph=True)"
+        state = ("routed (the overlay's opaque op)" if call["routed"] else "traces as upstream has it"
+                 if call["traces"] else "RAW (fails fullgraph=True)")
         lines.append(f"{'  flashinfer':<18}{call['function']} at {call['site']}: {state}")
     return lines
 

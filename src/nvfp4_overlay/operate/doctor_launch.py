@@ -62,6 +62,9 @@ def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path
     """document["sglang_launch"]: SGLang's answer for the launch line, with the FlashInfer calls of its region."""
     request, argv, line, arch = asked.request, asked.argv, asked.model, asked.architecture
     gpu = request.gpu or _seen_gpu(document.get("gpu")) or "sm120"
+    if not request.gpu and (document.get("gpu") or {}).get("devices") and not _seen_gpu(document.get("gpu")):
+        document["notes"].append("--sglang-args: the GPU seen there is none of sm90, sm100, sm120, sm121; "
+                                 "the launch line is asked for sm120 (name another with --gpu)")
     sglang = document["distributions"].get("sglang", {})
     with tempfile.TemporaryDirectory(prefix="nvfp4-launch-") as scratch:
         tree, release = (None, Version(sglang["version"]).public) if sglang.get("installed") else \
@@ -135,7 +138,7 @@ def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, route
         cell = by_gpu.get(TREE_GPU.get(gpu, gpu), {}) if "absent" not in by_gpu else {}
         for call in cell.get("calls", []):
             out.append({"region": region, "function": call["function"], "site": call["site"],
-                        "routed": sglang_audit.routed(call, routes)})
+                        "routed": sglang_audit.routed(call, routes), "traces": call.get("upstream") == "traces"})
     deepgemm = "flashinfer_deepgemm" in [w.split("=")[-1] for w in argv]
     for call in sglang_raw.conditional_calls(routes):
         if call["function"] == "fp8_blockscale_gemm_sm90" and not (gpu == "sm90" and deepgemm):
@@ -143,7 +146,7 @@ def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, route
         if call["function"] == "tinygemm_bf16" and answer.get("architecture") != "GptOssForCausalLM":
             continue
         out.append({"region": "conditional", "function": call["function"], "site": call["where"],
-                    "routed": call["routed"], "condition": call["condition"]})
+                    "routed": call["routed"], "traces": False, "condition": call["condition"]})
     return out
 
 
@@ -154,7 +157,7 @@ def _routes(document: dict[str, Any]) -> Any:
 
 def _note(out: dict[str, Any]) -> str:
     said = {True: "compiles a fullgraph region", False: "compiles no fullgraph region", None: "cannot be judged"}
-    raw = [c["function"] for c in out["calls"] if not c["routed"]]
+    raw = [c["function"] for c in out["calls"] if not c["routed"] and not c["traces"]]
     left = (f"; raw FlashInfer left in it: {', '.join(raw)}" if raw else
             "; every FlashInfer call the region table saw there is routed" if out["fullgraph"] else "")
     return (f"SGLang {out['release']} on {out['gpu']} ({out['architecture']}): this launch line "
