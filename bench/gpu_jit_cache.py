@@ -138,14 +138,21 @@ def first_calls(build: dict[str, Any], cache: Path) -> dict[str, Any]:
     no_toolkit = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
                                  if not (Path(p) / "nvcc").exists())
     out = {}
-    for label, path, env_path in (("with_cache", [unpacked, tree], no_toolkit), ("without_cache", [tree], os.environ["PATH"])):
+    # with_cache_nvcc: the cache, and nvcc on PATH (the FP8 block-scale GEMM's module compiles its DeepGEMM
+    # kernels with nvcc at run time, per shape, tensorrt_llm/deep_gemm/compiler.cuh: 2026-12-06 on the H100
+    # its first call without nvcc printed "sh: 1: nvcc: not found" and the process ended with no result)
+    home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    for label, path, env_path in (("with_cache", [unpacked, tree], no_toolkit),
+                                  ("with_cache_nvcc", [unpacked, tree], os.environ["PATH"]),
+                                  ("without_cache", [tree], os.environ["PATH"])):
         runs = {}
         for call in calls:  # each in a fresh interpreter and workspace: a node's first call
             env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
-            if label == "without_cache":
-                env["CUDA_HOME"] = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+            if label != "with_cache":
+                env["CUDA_HOME"] = home
             env.update(PATH=env_path, PYTHONPATH=os.pathsep.join([*map(str, path), *site, str(ROOT / "src")]),
-                       FLASHINFER_WORKSPACE_BASE=tempfile.mkdtemp(prefix="ws-"), MAX_JOBS=str(os.cpu_count() or 16))
+                       FLASHINFER_WORKSPACE_BASE=tempfile.mkdtemp(prefix="ws-"), MAX_JOBS=str(os.cpu_count() or 16),
+                       TRTLLM_DG_CACHE_DIR=tempfile.mkdtemp(prefix="dg-"))  # DeepGEMM's kernel cache: empty each time
             started = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.probes.flashinfer.jit_load"],
                                   input=json.dumps({"calls": [list(call)]}), capture_output=True, text=True,
@@ -154,11 +161,11 @@ def first_calls(build: dict[str, Any], cache: Path) -> dict[str, Any]:
             try:
                 runs[f"{call[0]}[{call[1]}]"] = {**json.loads(done.stdout), "process_wall_s": wall}
             except ValueError:
-                runs[f"{call[0]}[{call[1]}]"] = {"exit": done.returncode, "stderr": done.stderr[-1500:]}
+                runs[f"{call[0]}[{call[1]}]"] = {"exit": done.returncode, "stderr": done.stderr[-1500:], "process_wall_s": wall}
         out[label] = runs
     # the cached module's outputs against the JIT-built one's, call by call (the same seeded inputs)
-    out["outputs_equal"] = {key: _digest(out["with_cache"], key) is not None and _digest(out["with_cache"], key) == _digest(out["without_cache"], key)
-                            for key in out["with_cache"]}
+    out["outputs_equal"] = {f"{label}: {key}": _digest(out[label], key) is not None and _digest(out[label], key) == _digest(out["without_cache"], key)
+                            for label in ("with_cache", "with_cache_nvcc") for key in out[label]}
     return out
 
 

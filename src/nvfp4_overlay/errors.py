@@ -19,6 +19,7 @@ class Exit(IntEnum):
     NEEDS_PERSON = 1  # a patch did not apply, drift a person must look at, an unpatched install
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
+    TAKEN_ON_TRUST = 5  # nothing contradicts it, and part of it could not be derived here (a JIT module not rebuilt)
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
 
 
@@ -92,6 +93,12 @@ class IntegrityError(OverlayError):
     """A hash mismatch, or a corrupt or unsafe archive (exit 3)."""
 
     exit_code = Exit.INTEGRITY
+
+
+class TakenOnTrust(OverlayError):
+    """Nothing contradicts a file, and it could not be derived here: it would be taken on its builder's word (exit 5)."""
+
+    exit_code = Exit.TAKEN_ON_TRUST
 
 
 class HashMismatchError(IntegrityError):

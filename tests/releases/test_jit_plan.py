@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, OVERLAY, PATCHES, ROOT, cache_dir, sources_digest
+from helpers import FULL, OVERLAY, PATCHES, ROOT, cache_dir, run_python, sources_digest
 from unidiff import PatchSet
 
 from nvfp4_overlay.audit import sglang_calls
@@ -150,3 +150,28 @@ def test_the_fp8_block_scale_gemm_is_planned_on_hopper(patched_dist: Any) -> Non
         cases = plans[gpu]["calls"]["fp8_blockscale_gemm_sm90"]
         assert all(not c["loaded"] for c in cases.values()), gpu
         assert module not in plans[gpu]["plan"]["modules"]
+
+
+def test_doctor_s_trace_and_the_jit_load_probe_call_flashinfer_gemm_s_entry_points(patched_dist: Any) -> None:
+    """The same resolution in doctor's trace (routed_entries, in the examined interpreter) and in the JIT-load probe:
+    flashinfer.gemm's fp8_blockscale_gemm_sm90 and tinygemm_bf16 are found where they are defined, not skipped
+    because the top-level package does not bind them."""
+    tree, _ = patched_dist(_pins(STACKS.default)[0])
+    code = ("import json, flashinfer\nfrom nvfp4_overlay.probes.doctor.doctor_trace import routed_entries\n"
+            "print(json.dumps({n: f.__module__ for n, f in routed_entries(flashinfer).items()}))")
+    done = run_python(code, [tree, SRC.parent])
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["fp8_blockscale_gemm_sm90"] == "flashinfer.gemm.gemm_base"
+    assert found["tinygemm_bf16"] == "flashinfer.gemm.routergemm"
+    assert found == routed_where(_pins(STACKS.default)[0], tree)
+    # the JIT-load probe calls it on a faked Hopper: it reaches FlashInfer's loader (which, with JIT disabled,
+    # refuses to build the module it does not hold) instead of failing to find the function
+    plan = {"gpu": [9, 0], "calls": [["fp8_blockscale_gemm_sm90", "w8a8-m40"]]}
+    done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.probes.flashinfer.jit_load"], input=json.dumps(plan),
+                          capture_output=True, text=True, timeout=600, check=False,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(SRC.parent)]),
+                               "FLASHINFER_DISABLE_JIT": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    call = json.loads(done.stdout)["calls"]["fp8_blockscale_gemm_sm90[w8a8-m40]"]
+    assert call["outcome"].startswith("MissingJITCacheError"), call

@@ -74,10 +74,12 @@ def cmd_verify(ctx: Context) -> int:
     verdicts = [verify_wheel(Path(w), ctx.patches_dir, ctx.overlay_dir, ctx.source) for w in ctx.args.wheels]
     lines = []
     for v in verdicts:
-        lines.append(f"{'ok' if v.ok else 'FAILED'}  {v.wheel}")
-        lines += [f"  - {p}" for p in v.problems] + [f"  note: {n}" for n in v.notes]
-    document = {"wheels": [{"wheel": str(v.wheel), "ok": v.ok, "problems": v.problems, "notes": v.notes,
-                            "members": [m.data() for m in v.members], "checked_against": v.checked_against}
-                           for v in verdicts]}
+        lines.append(f"{v.status}  {v.wheel}")
+        lines += [f"  - {p}" for p in v.problems] + [f"  trust: {t}" for t in v.trusted] + [f"  note: {n}" for n in v.notes]
+    document = {"wheels": [{"wheel": str(v.wheel), "ok": v.ok and not v.trusted, "status": v.status, "problems": v.problems,
+                            "taken_on_trust": v.trusted, "notes": v.notes, "members": [m.data() for m in v.members],
+                            "checked_against": v.checked_against} for v in verdicts]}
     ctx.emit(document, "\n".join(lines))
-    return Exit.OK if all(v.ok for v in verdicts) else Exit.INTEGRITY
+    if not all(v.ok for v in verdicts):
+        return Exit.INTEGRITY
+    return Exit.TAKEN_ON_TRUST if any(v.trusted for v in verdicts) else Exit.OK

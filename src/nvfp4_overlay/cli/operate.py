@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Exit, IntegrityError, StepFailed
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed, TakenOnTrust
 from ..files import SHA256SUMS
 from ..operate import (
     Step,
@@ -67,10 +67,18 @@ def _verify_step(ctx: Context, wheels: list[str]) -> Step:
 def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[Path]) -> None:
     """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify: refused (exit 3) before step 1."""
     problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
+    trusted: list[str] = []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
         verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
+        trusted += [f"{wheel.name}: {t}" for t in verdict.trusted]
+    if trusted and not problems:  # never installed on its builder's word alone (a JIT module not built again here)
+        fix = "verify them where they can be built again (the builder's toolchain, the patched wheel beside them)"
+        msg = ("install --run: refused before step 1, nothing was installed; verify could not derive these here and "
+               "would take them on their builder's word:\n  " + "\n  ".join(trusted) + f"\n{fix[0].upper()}{fix[1:]}")
+        raise TakenOnTrust(msg, path=dist, item=", ".join(w.name for w in wheels), expected="every member derived here",
+                           found="; ".join(trusted), fix=fix)
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "

@@ -31,12 +31,15 @@ class Finding:
     problems: list[str] = field(default_factory=list)
     integrity: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    trusted: list[str] = field(default_factory=list)  # files taken on their builder's word (exit 5), each with why
 
     @property
     def exit_code(self) -> int:
         if self.integrity:
             return Exit.INTEGRITY
-        return Exit.NEEDS_PERSON if self.problems else Exit.OK
+        if self.problems:
+            return Exit.NEEDS_PERSON
+        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
 
 
 def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, finding: Finding) -> dict[str, Any]:

@@ -66,10 +66,17 @@ class Verdict:
     provenance: dict[str, Any] | None = None
     members: list[MemberProblem] = field(default_factory=list)
     checked_against: str | None = None  # "upstream" (the plan made again) or "provenance" (its digests)
+    trusted: list[str] = field(default_factory=list)  # members taken on their builder's word, each with why (exit 5)
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def status(self) -> str:
+        """The verdict's word: ok, FAILED (exit 3), or TAKEN ON TRUST (exit 5: nothing contradicts it, and part of it
+        could not be derived here)."""
+        return "FAILED" if self.problems else "TAKEN ON TRUST" if self.trusted else "ok"
 
     def refuse(self, problem: MemberProblem) -> None:
         self.members.append(problem)
@@ -94,7 +101,7 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Sourc
     from . import jit_verify  # a flashinfer_jit_cache wheel has checks of its own
 
     if jit_verify.is_cache_wheel(path):
-        return jit_verify.verify_cache_wheel(path)
+        return jit_verify.verify_cache_wheel(path, patches_dir, overlay_dir, source)
     verdict = Verdict(path)
     _check_sums(path, verdict)
     try:

@@ -74,6 +74,7 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     wheel = _patched_wheel(dist_dir, local, stack)
     # 2-4. The plan and the builds (kept under the cache dir by their keys).
     found, provenance, work = _plan_and_build(request, stack, local, wheel, dist_dir, patches_dir, cache_dir, log)
+    _check_asked(request, found)
     if request.plan_only:
         return Result(None, "", "", provenance, calls=found["calls"])
     _check_failed(found, work)
@@ -120,7 +121,10 @@ def rederive(provenance: Mapping[str, Any], patched: Path, patches_dir: Path, ca
                             if here.get(k) != there.get(k))
         why = f"the toolchain here is not the builder's ({differs}); verify it on a host with the builder's toolchain"
         return Rederived({}, {}, dict.fromkeys(included, why))
-    found, _, work = _plan_and_build(request, stack, local, patched, patched.parent, patches_dir, cache_dir, log)
+    try:
+        found, _, work = _plan_and_build(request, stack, local, patched, patched.parent, patches_dir, cache_dir, log)
+    except OverlayError as exc:  # the child stopped (torch missing, a crash): nothing here says the modules are wrong
+        return Rederived({}, {}, dict.fromkeys(included, f"it could not be built again here: {exc}"))
     trusted = {n: f"nvcc could not build it here: {line}" for n, line in (found.get("failed") or {}).items()}
     trusted |= {n: why for n, why in (found.get("skipped") or {}).items()}
     for name, record in found.get("built", {}).items():
@@ -153,7 +157,6 @@ def _plan_and_build(request: Request, stack: Stack, local: str, wheel: Path, dis
     then = "" if request.plan_only else f", then nvcc ({toolkit.nvcc_version})"
     log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules{then}")
     found = _run_probe(plan, toolkit, work)
-    _check_asked(request, found)
     provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
     if not request.plan_only:
         provenance["flashinfer_cubin"] = {"filename": cubin.filename, "sha256": cubin.sha256} if headers and cubin else None
