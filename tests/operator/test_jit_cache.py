@@ -228,7 +228,7 @@ def test_verify_builds_each_module_again_and_refuses_one_whose_provenance_was_re
     with contextlib.redirect_stdout(out):
         assert main(["verify", str(built["wheel"]), "--patches-dir", str(ROOT / "patches"), "--json"]) == 0
     (genuine,) = json.loads(out.getvalue())["wheels"]
-    assert genuine["status"] == "ok" and genuine["taken_on_trust"] == []
+    assert genuine["verdict"] == "ok" and genuine["taken_on_trust"] == []
     edited = _rewritten(built["wheel"], tmp_path, provenance=True)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -246,7 +246,7 @@ def test_verify_takes_a_module_it_cannot_build_again_on_trust(built: dict[str, P
     with contextlib.redirect_stdout(out):
         code = main(["verify", str(tmp_path / built["wheel"].name), "--patches-dir", str(ROOT / "patches"), "--json"])
     (verdict,) = json.loads(out.getvalue())["wheels"]
-    assert code == 5 and verdict["status"] == "TAKEN ON TRUST" and not verdict["ok"]
+    assert code == 5 and verdict["verdict"] == "taken on trust" and not verdict["ok"]
     (trusted,) = verdict["taken_on_trust"]
     assert f"{MODULE}.so: taken on its builder's word: the patched wheel it was built from" in trusted
 

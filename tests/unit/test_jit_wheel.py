@@ -50,7 +50,7 @@ def test_verify_finds_nothing_against_it_and_takes_its_modules_on_trust(tmp_path
     again here: taken on its builder's word (TAKEN ON TRUST, exit 5), never ok."""
     verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path), PATCHES, OVERLAY)
     assert verdict.problems == [], verdict.problems
-    assert verdict.status == "TAKEN ON TRUST"
+    assert verdict.state == "taken on trust" and verdict.exit_code == 5 and not verdict.ok
     (trusted,) = verdict.trusted
     assert trusted.startswith("flashinfer_jit_cache/jit_cache/m/m.so: taken on its builder's word: the patched wheel")
 

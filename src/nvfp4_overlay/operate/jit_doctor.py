@@ -104,7 +104,7 @@ def report(document: dict[str, Any], finding: Finding, python: str, stack: str, 
     view = judge(fact, stack, finding, cache_dir)
     document["jit"] = view
     document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.integrity + finding.problems, notes=finding.notes, taken_on_trust=finding.trusted)
+                    problems=finding.all_problems, notes=finding.notes, taken_on_trust=finding.trusted)
 
 
 def judge(fact: dict[str, Any], stack: str, finding: Finding, cache_dir: Path | None = None) -> dict[str, Any]:

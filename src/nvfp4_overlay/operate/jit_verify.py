@@ -64,11 +64,15 @@ def _check_rederived(path: Path, doc: dict[str, Any], modules: dict[str, bytes],
                f"again here; put it there (nvfp4-overlay build --stack {doc.get('stack')}) and verify again")
         verdict.trusted += [f"{prefix}{n}/{n}.so: taken on its builder's word: {why}" for n in sorted(claimed)]
         return
+    source = source if source is not None else Source(default_cache_dir())
     base = verify_wheel(patched, patches_dir, overlay_dir, source)  # the patched wheel, held to the pinned upstream
     if base.problems:
         verdict.problems.append(f"built from {patched.name}, which verify refuses: {base.problems[0]}")
         return
-    cache = source.cache_dir if source is not None else default_cache_dir()
+    if base.unverified:  # what the modules are built from has no anchor here: neither have they (exit 4)
+        verdict.unverified = f"built from {patched.name}, which {base.unverified}"
+        return
+    cache = source.cache_dir
     progress.report(f"{path.name}: building its {len(claimed)} module(s) again from {patched.name} (kept in {cache})")
     again = rederive(doc, patched, patches_dir, cache, progress.report)
     for name, module in sorted(claimed.items()):
