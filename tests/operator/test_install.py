@@ -464,8 +464,9 @@ def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) ->
 def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default_dist: Path, tmp_path: Path, data: bytes,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """--gpu adds the JIT cache wheel to what step 2 installs: it is verified with the others before step 1
-    (a module whose bytes are not the ones its provenance records, RECORD rewritten to match); the same
-    wheel as built passes, and step 1 then runs (and fails here, on an empty index)."""
+    (a module whose bytes are not the ones its provenance records, RECORD rewritten to match: exit 3); the
+    same wheel as written, whose synthetic module this host cannot build again (its provenance names no
+    toolchain), would be taken on its builder's word: refused too, exit 5, nothing installed."""
     from helpers import jit_cache_provenance, jit_cache_wheel
 
     dist = tmp_path / "dist"
@@ -487,7 +488,8 @@ def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default
                               str(dist), "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     error = json.loads(out_text)["error"]
     if data == b"\x7fELF as built":
-        assert code == 1 and error["kind"] == "StepFailed" and "step 1 of" in error["message"], error
+        assert code == 5 and error["kind"] == "TakenOnTrust" and "taken on its builder's word" in error["found"], error
+        assert installed(python).keys().isdisjoint({"flashinfer-python", "sglang", "flashinfer-jit-cache"})
         return
     assert code == 3, err
     assert "refused before step 1" in error["message"] and cache.name in error["found"], error
