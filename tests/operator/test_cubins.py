@@ -51,9 +51,11 @@ def test_the_pin_is_the_public_version_and_the_file_s_digest(stack: str, pin: st
     assert cubins.requirement(_stack(stack), PATCHES) == (pin.split(" ")[0] if pin else None)
     step = cubins.install_step(_stack(stack), Tool(), PATCHES)
     assert (step.stdin if step else None) == pin
-    if step is not None:  # pip's hash-checking mode, the hashed line read as a requirements file
+    if step is not None:  # pip's hash-checking mode, the hashed line read as a requirements file, on a download
         assert step.argv[-3:] == ("--require-hashes", "-r", "/dev/stdin")
-        assert step.shell == f"printf '%s\\n' '{pin}' | pip install --no-deps --require-hashes -r /dev/stdin"
+        assert step.shell == (f"printf '%s\\n' '{pin}' | pip install --force-reinstall --no-deps --require-hashes "
+                              f"-r /dev/stdin")
+        assert cubins.first_of([step], _stack(stack), Tool(), PATCHES) == [step, step]  # before every other step
 
 
 def test_pip_refuses_a_file_that_is_not_the_pinned_one(tmp_path: Path) -> None:

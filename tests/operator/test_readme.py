@@ -182,7 +182,8 @@ def test_the_readme_top_to_bottom(tmp_path: Path) -> None:
             handler = next(h for match, h in RULES if match(argv))
             printed[number, shlex.join(argv)] = handler(world, argv)
     # The lines the README says `install` prints for the default stack are what it prints.
-    shown = next(block for block in blocks(README.read_text()) if block[0].startswith(SERVING + " -m pip install"))
+    shown = next(block for block in blocks(README.read_text()) if any(line.startswith(SERVING + " -m pip install")
+                                                                      for line in block))
     out = next(text for (_, line), text in printed.items()
                if line == f"python build_wheels.py install --python {SERVING}")
     check, *lines = [line.replace(world.python, SERVING).replace(str(world.dist), "dist")

@@ -39,8 +39,7 @@ def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
         line = cubins.missing_line(stack, ctx.patches_dir, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
         if line:
             ctx.log(f"note: {line}")
-    step = cubins.install_step(stack, Tool(), ctx.patches_dir)
-    return steps if step is None else [steps[0], step, *steps[1:]]
+    return cubins.first_of(steps, stack, Tool(), ctx.patches_dir)
 
 
 def _refresh_index(ctx: Context) -> str | None:

@@ -6,6 +6,14 @@ release, and FlashInfer refuses one of another release at import (jit/env.py: ex
 The pin is the public version of the patched FlashInfer (0.6.8.post1 for 0.6.8.post1+nvfp4.7) and
 the sha256 of that exact file (patches/flashinfer-cubin/upstream-pins.toml, wheel/cubin_pins.py):
 install hands it to pip's hash-checking mode, `index --cubins` checks the file it mirrors.
+
+The hashed step comes before the stack's upstream step: SGLang requires flashinfer-cubin of the same
+release, so a resolver installing SGLang first would fetch it unchecked, and a hashed line after that
+only finds it "already satisfied" (pip) or "checked" (uv): neither checks an installed distribution
+against --hash, only a file it downloads. Installed first, and reinstalled where a copy is already
+there (--force-reinstall, uv's --reinstall), the file is the pinned one, and the upstream step finds
+the requirement satisfied and keeps it (tests/operator/test_install.py, with pip and uv, an index
+serving another file of that name and version).
 """
 
 from __future__ import annotations
@@ -26,9 +34,9 @@ def requirement(stack: Stack, patches_dir: Path) -> str | None:
 
 
 def install_step(stack: Stack, tool: Tool, patches_dir: Path, fleet_index: str | None = None) -> Step | None:
-    """pip install --no-deps --require-hashes of the pinned file, from the fleet index where one is named
-    (`index --cubins` mirrors it there), else from your index; pip takes --hash only in a requirements file,
-    which the step gives it on stdin."""
+    """pip install --force-reinstall --no-deps --require-hashes of the pinned file, from the fleet index where
+    one is named (`index --cubins` mirrors it there), else from your index; pip takes --hash only in a
+    requirements file, which the step gives it on stdin. It goes first (first_of): see the module's docstring."""
     pin = cubin_pins.pin_for(stack, patches_dir)
     if pin is None:
         return None
@@ -37,9 +45,18 @@ def install_step(stack: Stack, tool: Tool, patches_dir: Path, fleet_index: str |
         where = ["--extra-index-url", fleet_index] if tool.uv else ["--index-url", fleet_index]
     source = f"from the index {fleet_index}" if fleet_index else "from your index"
     return Step(f"the trtllm-gen cubins of FlashInfer's release, so that no call fetches them at run time "
-                f"({pin.requirement}, about 300 MB, {source}; pip checks its sha256 against the pin)",
-                tuple(tool.command("install") + ["--no-deps", *where, "--require-hashes", "-r", "/dev/stdin"]),
+                f"({pin.requirement}, about 300 MB, {source}), first: the file is downloaded and checked against "
+                f"its pinned sha256 even where a copy is installed, and the next step, whose SGLang requires it, "
+                f"finds it installed and fetches no other",
+                tuple(tool.command("install") + [tool.reinstall, "--no-deps", *where, "--require-hashes", "-r",
+                                                 "/dev/stdin"]),
                 stdin=pin.hashed)
+
+
+def first_of(steps: list[Step], stack: Stack, tool: Tool, patches_dir: Path, fleet_index: str | None = None) -> list[Step]:
+    """The stack's steps with the hashed cubin step before all of them (none where its release has no pin)."""
+    step = install_step(stack, tool, patches_dir, fleet_index)
+    return steps if step is None else [step, *steps]
 
 
 def held(stack: Stack, patches_dir: Path, directories: list[Path]) -> Path | None:
