@@ -20,6 +20,7 @@ class Exit(IntEnum):
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
+    TERMINATED = 143  # SIGTERM (kill, systemd, a CI runner's cancel): 128 + 15
 
 
 class OverlayError(Exception):
@@ -71,9 +72,15 @@ class Refused(PatchError):
 
 
 class Interrupted(OverlayError):
-    """Ctrl-C (SIGINT): the command stopped where it was; what it writes whole was not written (exit 130)."""
+    """Ctrl-C (SIGINT, exit 130) or SIGTERM (exit 143): the command stopped where it was; what it writes whole
+    was not written, and its temporaries were removed."""
 
     exit_code = Exit.INTERRUPTED
+
+    def __init__(self, message: str, *, terminated: bool = False, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        if terminated:
+            self.exit_code = Exit.TERMINATED
 
 
 class TimedOut(OverlayError):
