@@ -21,10 +21,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..errors import ConfigError
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+
+from ..errors import ConfigError, HashMismatchError
 from ..patch import Stack
 from ..wheel import cubin_pins, pip
 from .install import Step, Tool
+from .verify import Verdict
 
 
 def requirement(stack: Stack, patches_dir: Path) -> str | None:
@@ -108,3 +112,32 @@ def _download(pin: cubin_pins.CubinPin, wheels: Path) -> Path:
         raise ConfigError(msg, item=pin.requirement, expected=pin.filename, found=ran.tail,
                           fix="check the index configuration")
     return wheels / pin.filename
+
+
+def is_mirror(path: Path) -> bool:
+    """Whether path is named as a flashinfer-cubin wheel, what `index --cubins` brings into the dist dir."""
+    try:
+        return str(parse_wheel_filename(path.name)[0]) == cubin_pins.DIST
+    except (InvalidWheelFilename, InvalidVersion):
+        return False
+
+
+def verify_mirror(path: Path, patches_dir: Path) -> Verdict:
+    """verify of a flashinfer-cubin wheel in the dist dir: no build of this tool (no provenance, not in
+    SHA256SUMS), but upstream's file mirrored for the fleet, so held to its pin alone: ok where its sha256 is
+    the one upstream-pins.toml pins for that file name, refused (exit 3) where it differs or none is pinned."""
+    verdict = Verdict(path, checked_against="pin")
+    pins = patches_dir / cubin_pins.PINS
+    pin = next((p for p in cubin_pins.load_pins(patches_dir).values() if p.filename == path.name), None)
+    if pin is None:
+        verdict.problems.append(f"{path.name}: {pins} pins no flashinfer-cubin file of that name, so it is not one "
+                                f"'index --cubins' brings; find out where it came from and remove it")
+        return verdict
+    try:
+        cubin_pins.check(path, pin)
+    except HashMismatchError as exc:
+        verdict.problems.append(exc.message)
+    else:
+        verdict.notes.append(f"the pinned {pin.requirement} that 'index --cubins' mirrors: its sha256 is the one {pins} "
+                             f"pins (upstream's file, not a build of this tool)")
+    return verdict
