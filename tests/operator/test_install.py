@@ -598,8 +598,9 @@ def test_the_default_stack_resolves_in_a_fresh_venv_and_the_patched_wheels_keep_
     # test alone); both reach the pins asserted below. The test takes the newest.
     python = fresh_venv(tmp_path / "serving", newest_pip=True)
     code, out, _ = run_cli("install", "--python", python, "--dist-dir", str(dist), "--patches-dir", str(PATCHES), "--json")
-    steps = [s["argv"] for s in json.loads(out)["steps"]]  # upstream, flashinfer-cubin, the patched wheels, check
-    first, second = steps[0], next(argv for argv in steps if "--find-links" in argv)
+    steps = [s["argv"] for s in json.loads(out)["steps"]]  # flashinfer-cubin, upstream, the patched wheels, check
+    first = next(argv for argv in steps if argv[3] == "install" and "--no-deps" not in argv)
+    second = next(argv for argv in steps if "--find-links" in argv)
     report = tmp_path / "report.json"
     # Step 1 as printed, as a dry run: the whole tree from this machine's index (about 196 distributions).
     done = subprocess.run([*first[:4], "--dry-run", "--ignore-installed", "--quiet", "--report", str(report), *first[4:]],

@@ -101,12 +101,19 @@ def leftovers(installed: Sequence[Installed], switch: Stack | None, patches_dir:
     pinned_cubin = switch is not None and cubin_pins.pin_for(switch, patches_dir) is not None
     gone = []
     for i in installed:
-        other_release = flashinfer is not None and Version(i.release).public != Version(flashinfer).public
+        other_release = flashinfer is not None and _public(i.release) != _public(flashinfer)
         if i.dist == JIT_CACHE and (i.patched or other_release):
             gone.append(i)
         elif i.dist == cubin_pins.DIST and other_release and not pinned_cubin:  # a pinned one replaces it
             gone.append(i)
     return gone
+
+
+def _public(version: str) -> str:
+    try:
+        return Version(version).public
+    except InvalidVersion:
+        return version
 
 
 def hashed(targets: Sequence[Target], patches_dir: Path) -> str:
