@@ -8,20 +8,17 @@ Upstream's real dependency tree is resolved in test_the_real_stacks_resolve_in_a
 
 from __future__ import annotations
 
-import atexit
-import functools
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, run_cli, write_wheel
+from helpers import FULL, PATCHES, fresh_venv, run_cli, write_wheel
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.errors import ConfigError
@@ -188,26 +185,6 @@ def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> N
     if find_links:
         monkeypatch.setenv("PIP_FIND_LINKS", " ".join(map(str, find_links)))
         monkeypatch.setenv("UV_FIND_LINKS", ",".join(map(str, find_links)))
-
-
-def fresh_venv(path: Path, *, pip: bool = True, newest_pip: bool = False) -> str:
-    """A venv; with newest_pip, its pip upgraded from the index (venv --upgrade-deps). One with the bundled pip is
-    a copy of a venv made once per test process (ensurepip costs 3-11 s a venv on two loaded cores, the copy
-    0.3 s): its python is a symlink, and Python finds the copy's own pyvenv.cfg and site-packages beside it."""
-    if pip and not newest_pip:
-        shutil.copytree(_venv_template(), path, symlinks=True)
-        return str(path / "bin" / "python")
-    flags = ["--without-pip"] if not pip else ["--upgrade-deps"]
-    subprocess.run([sys.executable, "-m", "venv", *flags, str(path)], check=True)
-    return str(path / "bin" / "python")
-
-
-@functools.cache
-def _venv_template() -> Path:
-    where = Path(tempfile.mkdtemp(prefix="nvfp4-overlay-venv-"))
-    atexit.register(shutil.rmtree, where, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True)
-    return where / "venv"
 
 
 def doctor(python: str, patches: Path) -> tuple[int, dict[str, Any]]:
