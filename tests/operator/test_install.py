@@ -170,7 +170,13 @@ def fleet(tmp_path: Path) -> dict[str, Path]:
                      str(dist), "--wheelhouse", str(upstream), "--cache-dir", str(tmp_path / "cache"), "--offline",
                      "--quiet", "--stack", "all"]) == 0
     index.write_index(upstream, yours)
-    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay"}
+    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay",
+            "cache": tmp_path / "cache"}
+
+
+def pins(fleet: dict[str, Path]) -> list[str]:
+    """Where install --run and doctor find the pinned upstream stand-ins the fleet's wheels are held to (offline)."""
+    return ["--wheelhouse", str(fleet["upstream"]), "--cache-dir", str(fleet["cache"]), "--offline"]
 
 
 def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> None:
@@ -187,8 +193,9 @@ def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> N
         monkeypatch.setenv("UV_FIND_LINKS", ",".join(map(str, find_links)))
 
 
-def doctor(python: str, patches: Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = run_cli("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(patches))
+def doctor(python: str, fleet: dict[str, Path]) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run_cli("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(fleet["patches"]),
+                           "--overlay-dir", str(fleet["overlay"]), *pins(fleet))
     return code, json.loads(out)
 
 
@@ -239,14 +246,14 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
     python, common = serving(monkeypatch, tmp_path, tool, fleet["patches"])
     with_jit_cache(fleet)
     code, out, err = run_cli("install", "--run", "--gpu", "sm120", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                         str(fleet["overlay"]), *common)
+                         str(fleet["overlay"]), *pins(fleet), *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.0+nvfp4.1" and versions["sglang"] == "0.5.9+nvfp4.1"
     assert versions["demo-dep"] == "1.0"  # upstream's dependency tree came from your index
     assert versions["flashinfer-jit-cache"] == "1.0+nvfp4.1.cu130.sm120" and cubin_is_pinned(python)
-    code, report = doctor(python, fleet["patches"])
+    code, report = doctor(python, fleet)
     assert code == 0, report["problems"]
     if tool == "pip":  # control: the plain pin leaves the patched build ("already satisfied"); rollback does not
         done = subprocess.run([python, "-m", "pip", "install", "--no-deps", "flashinfer-python==1.0"],
@@ -260,7 +267,7 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
     assert "flashinfer-jit-cache" not in versions  # built for the patched FlashInfer, it goes with it
     assert versions["flashinfer-cubin"] == "1.0" and cubin_is_pinned(python)  # upstream's own, kept
     assert pip_check(python, tool).returncode == 0
-    code, report = doctor(python, fleet["patches"])
+    code, report = doctor(python, fleet)
     assert code == 1  # upstream again: doctor says so
     assert [report["distributions"][n]["patched"] for n in ("flashinfer-python", "sglang")] == [False, False]
     assert report["distributions"]["flashinfer-python"]["series"] == "available"
@@ -274,7 +281,7 @@ def test_a_failed_step_stops_the_run_and_names_it(fleet: dict[str, Path], tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "serving")], check=True)
     python = str(tmp_path / "serving" / "bin" / "python")  # an index with nothing, and no pip at all
     code, out, err = run_cli("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
-                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]))
+                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]), *pins(fleet))
     assert code == 1
     error = json.loads(out)["error"]
     assert error["kind"] == "StepFailed" and "flashinfer-cubin==1.0 --hash=sha256:" in error["item"]
@@ -290,7 +297,7 @@ def test_rollback_reads_the_environment_and_leaves_another_stack_s_releases(flee
     python = fresh_venv(tmp_path / "serving")
     data = ["--python", python, "--patches-dir", str(fleet["patches"])]
     code, _, err = run_cli("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                       str(fleet["overlay"]), *data)
+                       str(fleet["overlay"]), *pins(fleet), *data)
     assert code == 0, err
     assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1" and "sglang" not in installed(python)
 
@@ -350,7 +357,7 @@ def test_install_refuses_a_cubin_that_is_not_the_pinned_file(fleet: dict[str, Pa
     use_index(monkeypatch, yours.as_uri())
     python, common = serving(monkeypatch, tmp_path, tool, fleet["patches"])
     code, out, err = run_cli("install", "--run", "--json", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                             str(fleet["overlay"]), *common)
+                             str(fleet["overlay"]), *pins(fleet), *common)
     assert code == 1, err
     error = json.loads(out)["error"]
     assert error["kind"] == "StepFailed" and "step 1 of 4" in error["message"], error
@@ -362,7 +369,8 @@ def test_index_prints_the_hashed_cubin_step_first(fleet: dict[str, Path]) -> Non
     """The lines `index` prints for a stack: the cubin from the fleet's mirror where it holds one, else from
     your index, hashed, before the upstream step."""
     url = "https://w.example/simple"
-    args = ["index", "--json", "--patches-dir", str(fleet["patches"]), "--dist-dir", str(fleet["dist"]), "--url", url]
+    args = ["index", "--json", "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]),
+            "--dist-dir", str(fleet["dist"]), "--url", url, *pins(fleet)]
     code, out, err = run_cli(*args)
     assert code == 0, err
     first, upstream = json.loads(out)["stacks"]["s"][:2]
@@ -401,7 +409,7 @@ def test_rollback_reinstalls_upstream_by_the_pinned_hashes(fleet: dict[str, Path
     use_index(monkeypatch, fleet["index"].as_uri())
     python, common = serving(monkeypatch, tmp_path, tool, fleet["patches"])
     code, _, err = run_cli("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
-                           *common)
+                           *pins(fleet), *common)
     assert code == 0, err
     yours = swapped(fleet, tmp_path, "flashinfer-python", {"flashinfer/__init__.py": "a = 0\nb = 'swapped'\nc = 2\n"},
                     "Requires-Dist: demo-dep==1.0\n")
@@ -423,7 +431,7 @@ def test_rollback_switch_release_installs_the_stack_s_dependencies(fleet: dict[s
     use_index(monkeypatch, fleet["index"].as_uri())
     python, common = serving(monkeypatch, tmp_path, tool, fleet["patches"])
     code, _, err = run_cli("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                           str(fleet["overlay"]), *common)
+                           str(fleet["overlay"]), *pins(fleet), *common)
     assert code == 0, err
     assert installed(python)["demo-dep"] == "2.0"
     code, out, err = run_cli("rollback", "--stack", "s", "--switch-release", "--run", "--json", *common)
