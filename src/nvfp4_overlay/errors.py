@@ -20,6 +20,7 @@ class Exit(IntEnum):
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
     UNVERIFIED = 4  # cannot be verified here: the pinned upstream wheel the check derives from is not at hand
+    TAKEN_ON_TRUST = 5  # nothing contradicts it, and part of it could not be derived here (a JIT module not rebuilt)
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
     TERMINATED = 143  # SIGTERM (kill, systemd, a CI runner's cancel): 128 + 15
 
@@ -110,6 +111,12 @@ class Unverified(OverlayError):
     """
 
     exit_code = Exit.UNVERIFIED
+
+
+class TakenOnTrust(OverlayError):
+    """Nothing contradicts a file, and it could not be derived here: it would be taken on its builder's word (exit 5)."""
+
+    exit_code = Exit.TAKEN_ON_TRUST
 
 
 class HashMismatchError(IntegrityError):

@@ -240,21 +240,27 @@ def pip_check(python: str, tool: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("tool", TOOLS)
 def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
-    """install --gpu, then rollback: the environment as the upstream step alone leaves it, pip check clean."""
+    """install with the JIT cache `install --gpu` adds, then rollback: the environment as the upstream step alone
+    leaves it, pip check clean. The cache's step is run as printed (`install --gpu`): its stand-in module can be
+    built again nowhere, so `install --run --gpu` takes it on its builder's word and refuses it (exit 5)."""
     # "Your index" also lists the patched builds (a fleet index in pip.conf): rollback must still reach upstream.
     use_index(monkeypatch, fleet["index"].as_uri(), fleet["dist"])
     python, common = serving(monkeypatch, tmp_path, tool, fleet["patches"])
     with_jit_cache(fleet)
-    code, out, err = run_cli("install", "--run", "--gpu", "sm120", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                         str(fleet["overlay"]), *pins(fleet), *common)
+    code, out, err = run_cli("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
+                             *pins(fleet), *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
+    code, out, err = run_cli("install", "--gpu", "sm120", "--json", "--dist-dir", str(fleet["dist"]), *common)
+    (jit,) = [s["argv"] for s in json.loads(out)["steps"] if "flashinfer-jit-cache==1.0+nvfp4.1.cu130.sm120" in s["argv"]]
+    subprocess.run(jit, check=True, capture_output=True)
+    assert pip_check(python, tool).returncode == 0
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.0+nvfp4.1" and versions["sglang"] == "0.5.9+nvfp4.1"
     assert versions["demo-dep"] == "1.0"  # upstream's dependency tree came from your index
     assert versions["flashinfer-jit-cache"] == "1.0+nvfp4.1.cu130.sm120" and cubin_is_pinned(python)
     code, report = doctor(python, fleet)
-    assert code == 0, report["problems"]
+    assert code == 5 and report["problems"] == [], report  # patched and intact; the stand-in cache on its builder's word
     if tool == "pip":  # control: the plain pin leaves the patched build ("already satisfied"); rollback does not
         done = subprocess.run([python, "-m", "pip", "install", "--no-deps", "flashinfer-python==1.0"],
                               capture_output=True, text=True, check=True)
@@ -660,8 +666,9 @@ def test_install_gpu_adds_the_jit_cache_built_for_that_family(tmp_path: Path) ->
 def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default_dist: Path, tmp_path: Path, data: bytes,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """--gpu adds the JIT cache wheel to what step 2 installs: it is verified with the others before step 1
-    (a module whose bytes are not the ones its provenance records, RECORD rewritten to match); the same
-    wheel as built passes, and step 1 then runs (and fails here, on an empty index)."""
+    (a module whose bytes are not the ones its provenance records, RECORD rewritten to match: exit 3); the
+    same wheel as written, whose synthetic module this host cannot build again (its provenance names no
+    toolchain), would be taken on its builder's word: refused too, exit 5, nothing installed."""
     from helpers import jit_cache_provenance, jit_cache_wheel
 
     dist = tmp_path / "dist"
@@ -683,7 +690,8 @@ def test_install_run_gpu_refuses_an_edited_jit_cache_wheel_before_step_1(default
                               str(dist), "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     error = json.loads(out_text)["error"]
     if data == b"\x7fELF as built":
-        assert code == 1 and error["kind"] == "StepFailed" and "step 1 of" in error["message"], error
+        assert code == 5 and error["kind"] == "TakenOnTrust" and "taken on its builder's word" in error["found"], error
+        assert installed(python).keys().isdisjoint({"flashinfer-python", "sglang", "flashinfer-jit-cache"})
         return
     assert code == 3, err
     assert "refused before step 1" in error["message"] and cache.name in error["found"], error

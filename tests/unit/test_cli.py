@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -500,3 +501,12 @@ def test_a_probe_that_stops_after_its_first_answer_is_exit_1_not_a_traceback(tmp
     assert code == 1, err
     error = json.loads(out)["error"]
     assert "the probe exited 5: MemoryError" in error["message"] and "not installed" not in error["message"]
+
+
+@pytest.mark.parametrize("doc", ["docs/design.md", "docs/install.md"])
+def test_the_exit_tables_name_every_exit_status(doc: str) -> None:
+    """Each exit table a user reads lists every status errors.Exit can give, and no other (5: taken on trust)."""
+    from nvfp4_overlay.errors import Exit
+
+    rows = {int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", (ROOT / doc).read_text(), re.M)}
+    assert rows == {int(e) for e in Exit}

@@ -81,9 +81,9 @@ def cmd_verify(ctx: Context) -> int:
     for v in verdicts:
         lines.append(f"{_SAID[v.state]}  {v.wheel}")
         lines += [f"  - {p}" for p in v.problems] + ([f"  - {v.unverified}"] if v.unverified else [])
-        lines += [f"  note: {n}" for n in v.notes]
+        lines += [f"  trust: {t}" for t in v.trusted] + [f"  note: {n}" for n in v.notes]
     ctx.emit({"wheels": [v.data() for v in verdicts]}, "\n".join(lines))
     return int(worst(verdicts))
 
 
-_SAID = {"ok": "ok", "refused": "FAILED", "unverified": "UNVERIFIED"}
+_SAID = {"ok": "ok", "refused": "FAILED", "unverified": "UNVERIFIED", "taken on trust": "TAKEN ON TRUST"}

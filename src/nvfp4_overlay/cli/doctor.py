@@ -61,8 +61,9 @@ def render(document: dict[str, Any]) -> str:
     lines += _render_jit(document.get("jit"))
     lines.append(f"{'trace':<18}{_render_trace(document['trace'])}")
     lines += [f"problem: {p}" for p in document["problems"]] + [f"note: {n}" for n in document["notes"]]
-    verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)", 4: "NOT OK (cannot be verified here)"}.get(
-        document["exit_code"], "NOT OK")
+    lines += [f"taken on trust: {t}" for t in document.get("taken_on_trust", [])]
+    verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)", 4: "NOT OK (cannot be verified here)",
+               5: "TAKEN ON TRUST"}.get(document["exit_code"], "NOT OK")
     if document["exit_code"] == 0 and document["trace"].get("skipped"):
         verdict += ", not traced (--no-trace)"
     lines.append(f"{'verdict':<18}{verdict} (exit {document['exit_code']})")
@@ -131,6 +132,8 @@ def _render_jit(jit: dict[str, Any] | None) -> list[str]:
              f"{jit.get('nvcc') or 'absent'}, toolkit {jit.get('toolkit') or 'none'})"]
     if jit.get("prebuilt"):
         lines.append(f"{'  prebuilt':<18}{', '.join(jit['prebuilt'])}")
+    if jit.get("anchored"):
+        lines.append(f"{'  built here too':<18}{', '.join(jit['anchored'])} (equal, byte for byte)")
     if jit.get("will_jit"):
         lines.append(f"{'  JIT at 1st call':<18}{', '.join(jit['will_jit'])}")
     lines.append(f"{'flashinfer-cubin':<18}{jit.get('cubin') or 'not installed'}")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Exit, IntegrityError, StepFailed, Unverified
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed, TakenOnTrust, Unverified
 from ..files import SHA256SUMS
 from ..operate import Step, Tool, doctor, index, install_steps, missing_wheels, verify_wheel
 from ..patch import Stack, Stacks, Target, load_stacks, load_upstream
@@ -61,12 +61,13 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
     """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify, before step 1: refused (exit 3),
     or, where the pinned upstream wheels cannot be had, not verified (exit 4); either way nothing is installed."""
     problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
-    unverified = []
+    unverified, trusted = [], []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
         verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
         unverified += [f"{wheel.name}: {verdict.unverified}"] if verdict.unverified else []
+        trusted += [f"{wheel.name}: {t}" for t in verdict.trusted]
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
@@ -81,6 +82,17 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
         raise Unverified(msg, path=dist, item=", ".join(w.name for w in wheels),
                          expected="every wheel held to the build made again from its pinned upstream wheel",
                          found="; ".join(unverified), fix=fix)
+    if trusted:
+        _refuse_trusted(dist, wheels, trusted)
+
+
+def _refuse_trusted(dist: Path, wheels: list[Path], trusted: list[str]) -> None:
+    """Nothing is installed on its builder's word alone (a JIT module verify could not build again here): exit 5."""
+    fix = "verify them where they can be built again (the builder's toolchain, the patched wheel beside them)"
+    msg = ("install --run: refused before step 1, nothing was installed; verify could not derive these here and "
+           "would take them on their builder's word:\n  " + "\n  ".join(trusted) + f"\n{fix[0].upper()}{fix[1:]}")
+    raise TakenOnTrust(msg, path=dist, item=", ".join(w.name for w in wheels), expected="every member derived here",
+                       found="; ".join(trusted), fix=fix)
 
 
 def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
