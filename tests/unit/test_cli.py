@@ -329,6 +329,30 @@ def test_sigint_while_a_child_runs_is_exit_130_and_a_document(tmp_path: Path) ->
     assert b"Traceback" not in err
 
 
+def test_sigterm_while_a_child_runs_is_exit_143_and_a_document(tmp_path: Path) -> None:
+    """A real SIGTERM (kill, systemd, a CI runner's cancel), while doctor waits on its probe: handled as Ctrl-C
+    is, exit 143 as a shell reports it, one JSON document, and the probe it started stopped. Before, Python's
+    default ended the process at once: no document, no message, the probe left running."""
+    started, python = tmp_path / "started", tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho $$ > {started}\nexec sleep 60\n")
+    python.chmod(0o755)
+    with _cli("doctor", "--python", str(python), "--no-trace", "--json", stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE) as proc:
+        while not (started.exists() and started.read_text().strip()) and proc.poll() is None:
+            time.sleep(0.01)
+        # Until doctor waits on the probe: a signal between the fork and subprocess.run's try (any Python
+        # program's window) leaves no handle to kill the child with
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate()
+    assert proc.returncode == 143, err.decode()
+    error = json.loads(out)["error"]
+    assert (error["kind"], error["exit_code"], error["found"]) == ("Interrupted", 143, "SIGTERM")
+    assert b"error: terminated (SIGTERM)" in err and b"Traceback" not in err
+    with pytest.raises(ProcessLookupError):  # the probe went with it (killed and reaped)
+        os.kill(int(started.read_text()), 0)
+
+
 def test_a_module_this_interpreter_lacks_is_exit_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from nvfp4_overlay.cli import listing
 

@@ -114,10 +114,12 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Sourc
     `source`: where the pinned upstream wheel is found (the wheelhouse, the cache, then pip unless offline).
     """
     _check_argument(path)
-    from . import jit_verify  # a flashinfer_jit_cache wheel has checks of its own
+    from . import cubins, jit_verify  # a flashinfer_jit_cache wheel has checks of its own, a cubin mirror its pin
 
     if jit_verify.is_cache_wheel(path):
         return jit_verify.verify_cache_wheel(path, patches_dir, overlay_dir, source)
+    if cubins.is_mirror(path):
+        return cubins.verify_mirror(path, patches_dir)
     verdict = Verdict(path)
     _check_sums(path, verdict)
     try:
