@@ -2,8 +2,8 @@
 
 First the environment's facts (probes/doctor/doctor_env.py): the interpreter, the installed distributions
 with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
-the installed FlashInfer routes (its overlay's entries.py; for an unpatched one, the FP4/MXFP8 entry
-points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
+the installed FlashInfer routes (where its route decorators sit, flashinfer.gemm's included; for an
+unpatched one, the FP4/MXFP8 entry points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
 table of probes/flashinfer/cases.py (FlashInfer's own compile list: the first case of
 probes/flashinfer/compile_cases.py that routes); the report names each one that fails.
 
@@ -57,15 +57,18 @@ def fake_blackwell(torch: Any, fakes: list[str]) -> None:
         fakes.append("torch.version.cuda=12.8")
 
 
-def routed_entries(flashinfer: Any) -> list[str]:
-    """The entry points the installed FlashInfer routes (its overlay's entries.py), else the candidates."""
-    try:
-        from flashinfer._nvfp4_overlay.entries import ENTRIES
-    except ImportError:
-        from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+def routed_entries(flashinfer: Any) -> dict[str, Any]:
+    """name -> function: the entry points the installed FlashInfer routes, each where its route decorator sits
+    (probes/flashinfer/routed.py: flashinfer.gemm's too); for an unpatched one, the FP4/MXFP8 entry points this
+    project routes, where the release defines them."""
+    from nvfp4_overlay.probes.flashinfer import routed
 
-        return [name for name in CANDIDATES if hasattr(flashinfer, name)]
-    return [name for name in sorted(ENTRIES) if hasattr(flashinfer, name)]
+    found = routed.entry_points(flashinfer)
+    if found:
+        return found
+    from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+
+    return routed.entry_points(flashinfer, CANDIDATES)
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
@@ -74,8 +77,7 @@ def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
 
     entries: dict[str, Any] = {}
     eager_only: dict[str, str] = {}  # routed functions of the compile list no call of which routes in this release
-    for name in routed_entries(flashinfer):
-        fn = getattr(flashinfer, name)
+    for name, fn in routed_entries(flashinfer).items():
         made = next(iter(cases.cases(name, fn, quick=True)), None)
         if made is None:  # FlashInfer's own compile list: its first case that routes, made on the device
             release = flashinfer.__version__.split("+")[0]
