@@ -202,6 +202,9 @@ def run_trace(torch: Any, flashinfer: Any, fakes: list[str], start: float) -> di
         # mirror them; with no GPU the tensors stay where they are.
         torch.Tensor.cuda = lambda self, *a, **k: self
         fakes.append("Tensor.cuda()=identity")
+        # bmm_fp8's runner (its fake is upstream's wrapper) asks for the cuBLAS handle, which a CPU build refuses
+        torch.cuda.current_blas_handle = lambda: 0
+        fakes.append("current_blas_handle()=0")
     result = trace(torch, flashinfer, "cuda" if available else "cpu")
     result.update(faked=fakes, flashinfer=getattr(flashinfer, "__version__", None),
                   capability=list(torch.cuda.get_device_capability(0)) if available else list(FAKE_CAPABILITY),
