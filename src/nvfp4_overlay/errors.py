@@ -19,6 +19,7 @@ class Exit(IntEnum):
     NEEDS_PERSON = 1  # a patch did not apply, drift a person must look at, an unpatched install
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
+    UNVERIFIED = 4  # cannot be verified here: the pinned upstream wheel the check derives from is not at hand
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
 
 
@@ -92,6 +93,16 @@ class IntegrityError(OverlayError):
     """A hash mismatch, or a corrupt or unsafe archive (exit 3)."""
 
     exit_code = Exit.INTEGRITY
+
+
+class Unverified(OverlayError):
+    """Cannot be verified here: what the wheel must equal (the build made again from the pinned upstream
+    wheel with this checkout's series and overlay) cannot be had, so nothing vouches for it (exit 4).
+
+    Never a pass: a digest the wheel carries about itself is no anchor.
+    """
+
+    exit_code = Exit.UNVERIFIED
 
 
 class HashMismatchError(IntegrityError):

@@ -123,7 +123,13 @@ def fleet(tmp_path: Path) -> dict[str, Path]:
                      str(dist), "--wheelhouse", str(upstream), "--cache-dir", str(tmp_path / "cache"), "--offline",
                      "--quiet", "--stack", "all"]) == 0
     index.write_index(upstream, yours)
-    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay"}
+    return {"patches": patches, "dist": dist, "index": yours, "upstream": upstream, "overlay": tmp_path / "overlay",
+            "cache": tmp_path / "cache"}
+
+
+def pins(fleet: dict[str, Path]) -> list[str]:
+    """Where install --run and doctor find the pinned upstream stand-ins the fleet's wheels are held to (offline)."""
+    return ["--wheelhouse", str(fleet["upstream"]), "--cache-dir", str(fleet["cache"]), "--offline"]
 
 
 def use_index(monkeypatch: pytest.MonkeyPatch, url: str, *find_links: Path) -> None:
@@ -147,8 +153,9 @@ def fresh_venv(path: Path, *, pip: bool = True, newest_pip: bool = False) -> str
     return str(path / "bin" / "python")
 
 
-def doctor(python: str, patches: Path) -> tuple[int, dict[str, Any]]:
-    code, out, _ = run_cli("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(patches))
+def doctor(python: str, fleet: dict[str, Path]) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run_cli("doctor", "--python", python, "--no-trace", "--json", "--patches-dir", str(fleet["patches"]),
+                           "--overlay-dir", str(fleet["overlay"]), *pins(fleet))
     return code, json.loads(out)
 
 
@@ -169,13 +176,13 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
     python = fresh_venv(tmp_path / "serving", pip=tool == "pip")  # uv needs no pip in the environment
     common = ["--python", python, "--patches-dir", str(fleet["patches"]), *(["--uv"] if tool == "uv" else [])]
     code, out, err = run_cli("install", "--run", "--dist-dir", str(fleet["dist"]), "--overlay-dir", str(fleet["overlay"]),
-                         *common)
+                         *pins(fleet), *common)
     assert code == 0, err
     assert "check" in err  # the last step, pip check, ran and passed
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.0+nvfp4.1" and versions["sglang"] == "0.5.9+nvfp4.1"
     assert versions["demo-dep"] == "1.0"  # upstream's dependency tree came from your index
-    code, report = doctor(python, fleet["patches"])
+    code, report = doctor(python, fleet)
     assert code == 0, report["problems"]
     if tool == "pip":  # control: the plain pin leaves the patched build ("already satisfied"); rollback does not
         done = subprocess.run([python, "-m", "pip", "install", "--no-deps", "flashinfer-python==1.0"],
@@ -186,7 +193,7 @@ def test_install_then_rollback_in_a_fresh_venv(fleet: dict[str, Path], tmp_path:
     assert code == 0, err
     versions = installed(python)
     assert versions["flashinfer-python"] == "1.0" and versions["sglang"] == "0.5.9"
-    code, report = doctor(python, fleet["patches"])
+    code, report = doctor(python, fleet)
     assert code == 1  # upstream again: doctor says so
     assert [report["distributions"][n]["patched"] for n in ("flashinfer-python", "sglang")] == [False, False]
     assert report["distributions"]["flashinfer-python"]["series"] == "available"
@@ -200,7 +207,7 @@ def test_a_failed_step_stops_the_run_and_names_it(fleet: dict[str, Path], tmp_pa
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "serving")], check=True)
     python = str(tmp_path / "serving" / "bin" / "python")  # an index with nothing, and no pip at all
     code, out, err = run_cli("install", "--run", "--json", "--python", python, "--dist-dir", str(fleet["dist"]),
-                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]))
+                         "--patches-dir", str(fleet["patches"]), "--overlay-dir", str(fleet["overlay"]), *pins(fleet))
     assert code == 1
     error = json.loads(out)["error"]
     assert error["kind"] == "StepFailed" and error["item"].endswith("flashinfer-python==1.0 sglang==0.5.9")
@@ -216,7 +223,7 @@ def test_rollback_reads_the_environment_and_leaves_another_stack_s_releases(flee
     python = fresh_venv(tmp_path / "serving")
     data = ["--python", python, "--patches-dir", str(fleet["patches"])]
     code, _, err = run_cli("install", "--run", "--stack", "t", "--dist-dir", str(fleet["dist"]), "--overlay-dir",
-                       str(fleet["overlay"]), *data)
+                       str(fleet["overlay"]), *pins(fleet), *data)
     assert code == 0, err
     assert installed(python)["flashinfer-python"] == "1.1+nvfp4.1" and "sglang" not in installed(python)
 

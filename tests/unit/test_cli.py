@@ -453,11 +453,12 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
         left = remaining[f"sglang-{version}"]
         assert left == {}, (version, left)
     assert remaining["sglang-0.5.22"] == {} and remaining["sglang-0.5.23"] == {}
-    fi = {"installed": True, "location": str(OVERLAY / "flashinfer-python")}
+    fi = {"installed": True, "patched": True}
+    routes = doctor.installed_routes(fi, OVERLAY)  # this checkout's overlay: never the installed entries.py
 
     def installed(version: str, patched: bool) -> dict[str, Any] | None:
         sglang = {"installed": True, "version": version, "patched": patched}
-        return doctor._remaining_raw(PATCHES, {"sglang": sglang, "flashinfer-python": fi}, Finding())
+        return doctor._remaining_raw(PATCHES, {"sglang": sglang, "flashinfer-python": fi}, routes, Finding())
 
     assert installed("0.5.19+nvfp4.1", True) == remaining["sglang-0.5.19"]
     upstream = installed("0.5.19", False)

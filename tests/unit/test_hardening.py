@@ -138,6 +138,12 @@ class Project:
     def wheelhouse(self) -> Path:
         return self.root / "wheelhouse"
 
+    def verify(self, wheel: Path) -> list[str]:
+        """verify of a wheel this project built, held to the pin found where the build found it, offline."""
+        return ["verify", str(wheel), "--patches-dir", str(self.root / "patches"), "--overlay-dir",
+                str(self.root / "overlay"), "--cache-dir", str(self.cache), "--wheelhouse", str(self.wheelhouse),
+                "--offline"]
+
     def argv(self, *extra: str, offline: bool = True) -> list[str]:
         # Without --offline the wheelhouse stays out too: a wheelhouse means no network (docs/design.md).
         return [
@@ -217,7 +223,7 @@ def test_the_good_fixture_builds(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert built.exists()
     assert built.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as any file written here, not mkstemp's 0600
     assert not [p for p in project.dist.iterdir() if p.name.startswith(".")]
-    assert cli.main(["verify", str(built), "--patches-dir", str(tmp_path / "patches")]) == 0
+    assert cli.main(project.verify(built)) == 0
 
 
 # A full disk, a read-only or foreign dist dir: the path, the fix for that errno and the option that points
@@ -326,7 +332,7 @@ def test_unchanged_members_are_checked_by_verify(tmp_path: Path, capsys: pytest.
     assert cli.main(project.argv()) == 0
     built = project.dist / "demo-1.0+nvfp4.1-py3-none-any.whl"
     capsys.readouterr()
-    assert cli.main(["verify", str(built), "--patches-dir", str(tmp_path / "patches")]) == 3
+    assert cli.main(project.verify(built)) == 3
     assert re.search(problem, capsys.readouterr().out)
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import Exit
-from ..operate import Step, Tool, install_steps, verify_wheel
+from ..operate import Step, Tool, install_steps, verify_wheel, worst
 from ..patch import Stack, load_stacks, load_upstream, resolve_targets
 from ..wheel import build
 from .context import Context
@@ -44,13 +43,17 @@ def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
 
 
 def _refresh_index(ctx: Context) -> str | None:
-    """A dist dir that has an index (`index`'s default place) gets it rewritten, so it never goes stale."""
+    """A dist dir that has an index (`index`'s default place) gets it rewritten, so it never goes stale: with the
+    wheels `index` would publish (SHA256SUMS lists them and verify passes); each other one named in a warning."""
     simple = ctx.dist_dir / "simple"
     if not (simple / "index.html").is_file():
         return None
     from ..operate import index
 
-    index.write_index(ctx.dist_dir, simple)
+    published, withheld = index.publishable(ctx.dist_dir, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+    for held in withheld:
+        ctx.log(f"warning: the index {simple} leaves out {held}")
+    index.write_index(ctx.dist_dir, simple, published)
     ctx.log(f"refreshed the index {simple} with what the dist dir now holds")
     return str(simple)
 
@@ -74,10 +77,11 @@ def cmd_verify(ctx: Context) -> int:
     verdicts = [verify_wheel(Path(w), ctx.patches_dir, ctx.overlay_dir, ctx.source) for w in ctx.args.wheels]
     lines = []
     for v in verdicts:
-        lines.append(f"{'ok' if v.ok else 'FAILED'}  {v.wheel}")
-        lines += [f"  - {p}" for p in v.problems] + [f"  note: {n}" for n in v.notes]
-    document = {"wheels": [{"wheel": str(v.wheel), "ok": v.ok, "problems": v.problems, "notes": v.notes,
-                            "members": [m.data() for m in v.members], "checked_against": v.checked_against}
-                           for v in verdicts]}
-    ctx.emit(document, "\n".join(lines))
-    return Exit.OK if all(v.ok for v in verdicts) else Exit.INTEGRITY
+        lines.append(f"{_SAID[v.state]}  {v.wheel}")
+        lines += [f"  - {p}" for p in v.problems] + ([f"  - {v.unverified}"] if v.unverified else [])
+        lines += [f"  note: {n}" for n in v.notes]
+    ctx.emit({"wheels": [v.data() for v in verdicts]}, "\n".join(lines))
+    return int(worst(verdicts))
+
+
+_SAID = {"ok": "ok", "refused": "FAILED", "unverified": "UNVERIFIED"}

@@ -16,8 +16,8 @@ def cmd_doctor(ctx: Context) -> int:
         from ..audit import sglang_launch
 
         sglang_launch.flags(ctx.args.sglang_args)  # a malformed line is exit 2 before the probe runs
-    document, finding = doctor.diagnose(ctx.patches_dir, python=ctx.args.python, trace=not ctx.args.no_trace,
-                                        timeout=ctx.args.trace_timeout)
+    document, finding = doctor.diagnose(ctx.patches_dir, ctx.overlay_dir, ctx.source, python=ctx.args.python,
+                                        trace=not ctx.args.no_trace, timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
     _jit(ctx, document, finding)
     if ctx.args.sglang_args is not None:
@@ -46,8 +46,8 @@ def _new_api(document: dict[str, Any], finding: Finding, patches_dir: Path) -> N
     files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in sorted((root / "flashinfer").rglob("*.py"))
              if api_audit.scanned(str(p.relative_to(root)))}
     installed.judge_new_apis(flashinfer, api_audit.new_api(files, api_audit.load_audit(patches_dir)), patches_dir, finding)
-    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.integrity + finding.problems, notes=finding.notes)
+    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code, problems=finding.all_problems,
+                    notes=finding.notes)
 
 
 def render(document: dict[str, Any]) -> str:
@@ -61,7 +61,8 @@ def render(document: dict[str, Any]) -> str:
     lines += _render_jit(document.get("jit"))
     lines.append(f"{'trace':<18}{_render_trace(document['trace'])}")
     lines += [f"problem: {p}" for p in document["problems"]] + [f"note: {n}" for n in document["notes"]]
-    verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)"}[document["exit_code"]]
+    verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)", 4: "NOT OK (cannot be verified here)"}.get(
+        document["exit_code"], "NOT OK")
     if document["exit_code"] == 0 and document["trace"].get("skipped"):
         verdict += ", not traced (--no-trace)"
     lines.append(f"{'verdict':<18}{verdict} (exit {document['exit_code']})")
@@ -84,12 +85,18 @@ def _render_distribution(name: str, dist: dict[str, Any]) -> list[str]:
     changed = len(record["modified"]) + len(record["missing"])
     lines.append(f"{'':<18}files: {record['matching']:,} of {record['files']:,} match RECORD"
                  + (f"; {changed} modified or missing" if changed else ""))
+    anchor = dist.get("anchor")
+    if anchor:
+        verdict = "as built" if anchor["ok"] else "NOT as built"
+        lines.append(f"{'':<18}files against the build made again from {anchor['upstream']}: {anchor['files']:,} "
+                     f"held: {verdict}")
     held = dist.get("against_provenance")
     if held:
         carried = held["carried"]
         verdict = "as built" if not held["differs"] and carried.get("ok") else "NOT as built (arrived edited)"
-        lines.append(f"{'':<18}RECORD against the provenance: {held['explained']} overlay and patched files by "
-                     f"sha256, {carried['rows']:,} upstream rows by digest: {verdict}")
+        lines.append(f"{'':<18}RECORD against its own provenance (no anchor: a diagnosis, never a pass): "
+                     f"{held['explained']} overlay and patched files by sha256, {carried['rows']:,} upstream rows by "
+                     f"digest: {verdict}")
     return lines
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Exit, IntegrityError, StepFailed
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed, Unverified
 from ..files import SHA256SUMS
 from ..operate import (
     Step,
@@ -59,25 +59,39 @@ def cmd_install(ctx: Context) -> int:
 def _verify_step(ctx: Context, wheels: list[str]) -> Step:
     """The line that checks the wheels as install --run does, for the operator who runs the steps by hand."""
     data = [*(["--patches-dir", str(ctx.args.patches_dir)] if ctx.args.patches_dir else []),
-            *(["--overlay-dir", str(ctx.args.overlay_dir)] if ctx.args.overlay_dir else [])]
-    return Step("first check the wheels: SHA256SUMS, and every member explained (install --run does this itself)",
+            *(["--overlay-dir", str(ctx.args.overlay_dir)] if ctx.args.overlay_dir else []),
+            *(["--cache-dir", str(ctx.args.cache_dir)] if ctx.args.cache_dir else []),
+            *(["--wheelhouse", str(ctx.args.wheelhouse)] if ctx.args.wheelhouse else []),
+            *(["--offline"] if ctx.args.offline else [])]
+    return Step("first check the wheels: SHA256SUMS, and every member what the build makes from the pinned upstream "
+                "wheels (install --run does this itself)",
                 (sys.executable, "-m", "nvfp4_overlay.cli", "verify", *data, *wheels))
 
 
 def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[Path]) -> None:
-    """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify: refused (exit 3) before step 1."""
+    """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify, before step 1: refused (exit 3),
+    or, where the pinned upstream wheels cannot be had, not verified (exit 4); either way nothing is installed."""
     problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
+    unverified = []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
         verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
+        unverified += [f"{wheel.name}: {verdict.unverified}"] if verdict.unverified else []
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
-               f"the build wrote:\n  " + "\n  ".join(problems) + f"\n{fix[0].upper()}{fix[1:]}")
+               f"the build makes:\n  " + "\n  ".join(problems + unverified) + f"\n{fix[0].upper()}{fix[1:]}")
         raise IntegrityError(msg, path=dist, item=", ".join(w.name for w in wheels),
-                             expected="wheels listed in SHA256SUMS, every member explained by the build",
+                             expected="wheels listed in SHA256SUMS, every member what the build makes",
                              found="; ".join(problems), fix=fix)
+    if unverified:
+        fix = "run it where the pinned upstream wheels can be had: without --offline, or with --wheelhouse DIR"
+        msg = ("install --run: not verified, so nothing was installed:\n  " + "\n  ".join(unverified) + f"\n"
+               f"{fix[0].upper()}{fix[1:]}")
+        raise Unverified(msg, path=dist, item=", ".join(w.name for w in wheels),
+                         expected="every wheel held to the build made again from its pinned upstream wheel",
+                         found="; ".join(unverified), fix=fix)
 
 
 def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
@@ -211,7 +225,10 @@ def cmd_index(ctx: Context) -> int:
     output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
     if ctx.args.cubins:
         _bring_cubins(ctx)
-    by_project = index.write_index(ctx.dist_dir, output)
+    published, withheld = index.publishable(ctx.dist_dir, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+    if withheld:  # nothing is published: the index a fleet reads stays as it was
+        raise index.refusal(ctx.dist_dir, withheld)
+    by_project = index.write_index(ctx.dist_dir, output, published)
     url = ctx.args.url or output.resolve().as_uri()
     stacks = load_stacks(ctx.patches_dir)
     commands = _stack_commands(ctx, stacks, by_project, url)
@@ -238,14 +255,13 @@ def cmd_index(ctx: Context) -> int:
 def _bring_cubins(ctx: Context) -> None:
     """Each stack's flashinfer-cubin into the dist dir, for the index to mirror (operate/cubins.py)."""
     from ..operate import cubins
-    from ..wheel import default_cache_dir
 
     stacks = load_stacks(ctx.patches_dir)
     for stack in stacks.ordered():
         built = [any(ctx.dist_dir.glob(f"{_stem(ctx, t)}-{v}-*.whl")) for t, v in _local_versions(ctx, stack).items()]
         if not all(built):
             continue  # a stack not built whole here: the index serves none of it
-        wheel = cubins.bring(stack, ctx.patches_dir, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
+        wheel = cubins.bring(stack, ctx.patches_dir, ctx.dist_dir, ctx.source.cache_dir, offline=ctx.args.offline)
         if wheel is not None:
             ctx.log(f"{stack.name}: {wheel.name} in {ctx.dist_dir}")
 

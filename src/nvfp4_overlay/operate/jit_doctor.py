@@ -75,7 +75,7 @@ def report(document: dict[str, Any], finding: Finding, python: str, stack: str) 
     view = judge(fact, stack, finding)
     document["jit"] = view
     document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.integrity + finding.problems, notes=finding.notes)
+                    problems=finding.all_problems, notes=finding.notes)
 
 
 def judge(fact: dict[str, Any], stack: str, finding: Finding) -> dict[str, Any]:

@@ -1,14 +1,15 @@
-"""verify: a built wheel's every member explained (overlay, series, upstream), its RECORD and its provenance.
+"""verify: a built wheel held member by member to the build made again from the pinned upstream wheel.
 
-RECORD alone proves nothing: whoever can write the wheel can rewrite a row to match an edited member.
-So each member is held to what the build would write. With the pinned upstream wheel in the cache
-(or --wheelhouse), the build is planned again from it (`recipe.plan_wheel`: the series applied, the
-overlay added) and every member must carry the bytes of that plan's RECORD row: a patched file the
-series' result, an overlay file the checkout's overlay, every other member upstream's own RECORD row.
-Without it, each member is held to the digests the provenance carries (the overlay's and the patched
-files' sha256, and the sha256 of the RECORD rows carried over from upstream): that catches an edit
-that leaves the provenance alone; a wheel's SHA256SUMS entry (install --run, index) and the cached
-upstream wheel catch one that rewrites the provenance too (docs/reliability.md).
+RECORD, the provenance's digests and a SHA256SUMS line prove nothing alone: whoever can write the
+wheel can rewrite them all to match an edit. So a wheel is `ok` only when every member equals what
+this checkout's build makes from the wheel upstream.toml pins (operate/anchor.py: fetched as build
+fetches it, its sha256 checked, the series applied, the overlay added): a patched file the series'
+result, an overlay file the checkout's overlay, every other member upstream's own, the provenance
+what the build writes, and nothing else (a `.pth`, an entry point, any dist-info file the build does
+not make is refused by name). Where that upstream wheel cannot be had (--offline, no index) or this
+checkout builds another label, the verdict is "cannot be verified here" (exit 4, never 0); what can
+be told without it still refuses (exit 3): a member that contradicts the wheel's own provenance, an
+overlay file that is not the checkout's, a provenance naming another series or pin (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ import base64
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from ..errors import ConfigError, NotInCache, OverlayError
+from ..errors import ConfigError, Exit, OverlayError, Unverified
 from ..files import SHA256SUMS, read_sums, sha256_bytes, sha256_file
-from ..patch import OverlayFile, Series, Target, Upstream, load_overlay, load_upstream, overlay_root, read_series
+from ..patch import Target, load_overlay, load_upstream, overlay_root, read_series
 from ..probes.doctor.doctor_files import record_rows_sha256
-from ..wheel import PROVENANCE, DistInfo, NewMember, WheelReader, find_dist_info, parse_record, record_hash
-
-if TYPE_CHECKING:
-    from ..wheel import Source
+from ..wheel import PROVENANCE, DistInfo, Source, WheelReader, find_dist_info, parse_record, record_hash
+from . import anchor
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class MemberProblem:
     """A member the build does not explain: what it is, what it should be, what it is, and the fix."""
 
     member: str
-    kind: str  # overlay | patched | upstream | unexplained | missing
+    kind: str  # overlay | patched | upstream | provenance | unexplained | missing
     expected: str
     found: str
     fix: str
@@ -53,6 +52,7 @@ _KINDS = {
     "overlay": "an overlay file",
     "patched": "a file the series or the relabelling rewrites",
     "upstream": "upstream's, unchanged by the series",
+    "provenance": "the provenance the build writes",
     "unexplained": "neither upstream's, nor the series', nor the overlay's",
     "missing": "missing from the wheel",
 }
@@ -60,35 +60,50 @@ _KINDS = {
 
 @dataclass
 class Verdict:
+    """ok only when every member equals the build made again (checked_against "upstream"); `unverified` says
+    why that could not be done here, where nothing else refuses the wheel."""
+
     wheel: Path
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     provenance: dict[str, Any] | None = None
     members: list[MemberProblem] = field(default_factory=list)
-    checked_against: str | None = None  # "upstream" (the plan made again) or "provenance" (its digests)
+    checked_against: str | None = None  # "upstream": the plan made again from the pinned upstream wheel
+    unverified: str | None = None  # "cannot be verified here: ..." (exit 4)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and self.unverified is None
+
+    @property
+    def exit_code(self) -> Exit:
+        """3 refused, 4 cannot be verified here, 0 ok: a refusal outranks the rest."""
+        return Exit.INTEGRITY if self.problems else Exit.UNVERIFIED if self.unverified else Exit.OK
+
+    @property
+    def state(self) -> str:
+        return {Exit.INTEGRITY: "refused", Exit.UNVERIFIED: "unverified", Exit.OK: "ok"}[self.exit_code]
 
     def refuse(self, problem: MemberProblem) -> None:
         self.members.append(problem)
         self.problems.append(str(problem))
 
-
-@dataclass(frozen=True)
-class _Checkout:
-    """The series, pin and overlay the provenance names, as this checkout holds them (they agree)."""
-
-    upstream: Upstream
-    series: Series
-    overlay: tuple[OverlayFile, ...]
+    def data(self) -> dict[str, Any]:
+        return {"wheel": str(self.wheel), "ok": self.ok, "verdict": self.state, "exit_code": int(self.exit_code),
+                "unverified": self.unverified, "problems": self.problems, "notes": self.notes,
+                "members": [m.data() for m in self.members], "checked_against": self.checked_against}
 
 
-def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source | None = None) -> Verdict:
+def worst(verdicts: list[Verdict]) -> Exit:
+    """The exit status of a run over several wheels: any refusal (3), else any that cannot be verified (4), else 0."""
+    codes = {v.exit_code for v in verdicts}
+    return next((c for c in (Exit.INTEGRITY, Exit.UNVERIFIED) if c in codes), Exit.OK)
+
+
+def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source) -> Verdict:
     """The verdict on one wheel; a path that is no wheel file is a bad argument (exit 2), not an integrity failure.
 
-    `source`: where the pinned upstream wheel may be found (its cache, a wheelhouse; never downloaded).
+    `source`: where the pinned upstream wheel is found (the wheelhouse, the cache, then pip unless offline).
     """
     _check_argument(path)
     from . import jit_verify  # a flashinfer_jit_cache wheel has checks of its own
@@ -109,15 +124,25 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Sourc
     except (OverlayError, ValueError) as exc:  # unsafe or corrupt archives, malformed RECORD or JSON
         verdict.problems.append(str(exc))
         return verdict
-    checkout = _check_provenance(verdict, info.name, info.version, patches_dir, overlay_dir)
-    expected = _planned(verdict, checkout, source) if checkout is not None else None
-    if expected is not None:
-        verdict.checked_against = "upstream"
-        _explain_by_plan(verdict, info, digests, *expected)
-    else:
-        verdict.checked_against = "provenance"
+    doc = verdict.provenance or {}
+    if doc.get("version") != info.version:  # the wheel contradicts itself: relabelled after the build
+        verdict.problems.append(f"provenance names version {doc.get('version')!r}, the wheel is {info.version}")
+    _check_claims(verdict, info.name, patches_dir, overlay_dir)  # says why, where the wheel names another series
+    try:
+        derived = anchor.derive(info.name, info.version, _tags(path), patches_dir, overlay_dir, source, fuzz=anchor.fuzz(doc))
+    except Unverified as exc:
+        verdict.unverified = exc.message
         _explain_by_provenance(verdict, info, rows, digests)
+        return verdict
+    verdict.checked_against = "upstream"
+    verdict.notes.append(f"every member held to {derived.upstream} (sha256 checked) with this checkout's series "
+                         f"and overlay applied again")
+    _explain_by_plan(verdict, info, digests, derived)
     return verdict
+
+
+def _tags(path: Path) -> list[str]:
+    return sorted(str(t) for t in parse_wheel_filename(path.name)[3])
 
 
 def _check_argument(path: Path) -> None:
@@ -172,35 +197,34 @@ def _check_record(reader: WheelReader, dist_info: str,
     return rows, digests
 
 
-def _check_provenance(verdict: Verdict, name: str, version: str, patches_dir: Path, overlay_dir: Path) -> _Checkout | None:
-    """The provenance against the series it names; the checkout's series, when they agree."""
+def _check_claims(verdict: Verdict, name: str, patches_dir: Path, overlay_dir: Path) -> None:
+    """What the provenance claims against this checkout, where it builds the same label (a wheel of another
+    label is another checkout's: nothing here to compare with): the pin, the series, the overlay. It says why
+    a wheel differs; without the anchor it refuses what needs no upstream wheel (the overlay is the checkout's)."""
     doc = verdict.provenance or {}
-    problems = len(verdict.problems)
-    if doc.get("version") != version:
-        verdict.problems.append(f"provenance names version {doc.get('version')!r}, the wheel is {version}")
     target = Target(name, _upstream_version(doc))
     try:
         upstream = load_upstream(patches_dir, target)
         series = read_series(upstream.directory)
         overlay = load_overlay(overlay_dir, target)
-    except ConfigError as exc:
-        verdict.notes.append(f"the series of {target} is not here to compare with ({exc})")
-        return None
+    except ConfigError:
+        return
+    if doc.get("version") != upstream.local_version or doc.get("revision") != upstream.revision:
+        return
     pins = {w.filename: w.sha256 for w in upstream.wheels}
     up = doc.get("upstream", {})
     if pins.get(up.get("filename")) != up.get("sha256"):
         verdict.problems.append(f"built from {up.get('filename')} ({up.get('sha256')}), which upstream.toml does not pin")
-    if doc.get("revision") != upstream.revision or doc.get("version") != upstream.local_version:  # the label: both revisions
-        verdict.problems.append(f"built at revision {doc.get('revision')} as {doc.get('version')}, upstream.toml is at "
-                                f"revision {upstream.revision} and the overlay's revision makes it {upstream.local_version}")
     built = [(p.get("name"), p.get("sha256")) for p in doc.get("patches", [])]
     series_now = [(p.name, p.sha256) for p in series.patches]
     if built != series_now:
         verdict.problems.append(f"built with patches {built}, the series at {upstream.directory} is {series_now}; rebuild")
     overlay_now = {f.path: sha256_bytes(f.data) for f in overlay}
-    if doc.get("overlay") != overlay_now:
-        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)}; rebuild")
-    return _Checkout(upstream, series, overlay) if len(verdict.problems) == problems else None
+    claimed: dict[str, Any] = doc["overlay"] if isinstance(doc.get("overlay"), dict) else {}
+    differ = sorted(n for n in {*claimed, *overlay_now} if claimed.get(n) != overlay_now.get(n))
+    if differ:
+        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)} "
+                                f"({', '.join(differ[:5])}{' and more' if len(differ) > 5 else ''}); rebuild")
 
 
 def _upstream_version(doc: dict[str, Any]) -> str:
@@ -218,61 +242,31 @@ def _rebuild_fix(info: DistInfo, doc: dict[str, Any]) -> str:
             f"changed this copy")
 
 
-def _planned(verdict: Verdict, checkout: _Checkout,
-             source: Source | None) -> tuple[dict[str, str], dict[str, str]] | None:
-    """The RECORD the build would write from the cached upstream wheel ({member: hash}), and each member's kind."""
-    from ..wheel import (
-        fetch,  # the build machinery, only when a cache was named
-        plan_wheel,
-    )
-
-    if source is None:
-        return None
-    doc = verdict.provenance or {}
-    filename = doc.get("upstream", {}).get("filename")
-    pin = next((w for w in checkout.upstream.wheels if w.filename == filename), None)
-    fuzz = max((h.get("fuzz", 0) for p in doc.get("patches", []) for h in p.get("hunks", [])), default=0)
-    if pin is None:
-        return None
-    try:
-        with fetch.open_upstream(checkout.upstream, pin, source) as reader:
-            plan = plan_wheel(checkout.upstream, pin, reader.infos, reader.read, checkout.series, checkout.overlay,
-                              fuzz=fuzz)
-    except NotInCache:
-        return None
-    except OverlayError as exc:  # a cached copy that is not the pin (removed), a series that no longer applies
-        verdict.notes.append(f"{filename}: the wheel could not be planned again from it ({exc.message.splitlines()[0]})")
-        return None
-    (record,) = [e for e in plan.entries if isinstance(e, NewMember) and e.name.endswith(".dist-info/RECORD")]
-    expected = {n: r.hash for n, r in parse_record(record.data, "the planned RECORD").items() if r.hash}
-    kinds = {name: "overlay" for name in plan.overlay}
-    kinds.update({name: "patched" for name in doc.get("patched", {})})
-    kinds.update({h.path: "patched" for h in plan.hunks})
-    verdict.notes.append(f"every member held to {filename} (cached, sha256 checked) with the series applied again")
-    return expected, kinds
-
-
-def _explain_by_plan(verdict: Verdict, info: DistInfo, digests: dict[str, str], expected: dict[str, str],
-                     kinds: dict[str, str]) -> None:
+def _explain_by_plan(verdict: Verdict, info: DistInfo, digests: dict[str, str], derived: anchor.Derived) -> None:
+    """Every member against the build made again: its bytes, nothing more, nothing less, the provenance too."""
     doc = verdict.provenance or {}
     fix = _rebuild_fix(info, doc)
-    provenance = f"{info.dist_info}/{PROVENANCE}"  # checked field by field above (its tool_version may differ)
+    provenance = f"{info.dist_info}/{PROVENANCE}"
     for name, found in sorted(digests.items()):
-        kind = kinds.get(name, "upstream")
-        if name == provenance:
+        if name == provenance:  # held field by field: the tool that wrote it may be another release
             continue
-        if name not in expected:
-            verdict.refuse(MemberProblem(name, "unexplained", f"absent: {doc.get('upstream', {}).get('filename')} "
-                                         "has no such member and neither the series nor the overlay adds it",
-                                         found, fix))
-        elif expected[name] != found:
-            verdict.refuse(MemberProblem(name, kind, expected[name], found, fix))
-    for name in sorted(set(expected) - set(digests) - {provenance}):
-        verdict.refuse(MemberProblem(name, "missing", expected[name], "absent", fix))
+        if name not in derived.record:
+            verdict.refuse(MemberProblem(name, "unexplained", f"absent: {derived.upstream} has no such member and "
+                                         "neither the series nor the overlay adds it", found, fix))
+        elif derived.record[name] != found:
+            verdict.refuse(MemberProblem(name, derived.kind(name), derived.record[name], found, fix))
+    for name in sorted(set(derived.record) - set(digests) - {provenance}):
+        verdict.refuse(MemberProblem(name, "missing", derived.record[name], "absent", fix))
+    differ = anchor.differing_keys(doc, derived.provenance) if provenance in digests else []
+    if differ:
+        verdict.refuse(MemberProblem(provenance, "provenance", f"what the build writes ({', '.join(differ)} as "
+                                     f"derived from {derived.upstream})", f"other {', '.join(differ)}", fix))
 
 
 def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tuple[str, str, str]],
                            digests: dict[str, str]) -> None:
+    """Without the anchor, a diagnosis: each member against the digests its own provenance carries. A member
+    that contradicts them was edited after the build (refused); agreeing proves nothing."""
     doc = verdict.provenance or {}
     if not doc:
         return
@@ -280,15 +274,14 @@ def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tup
     up = doc.get("upstream", {})
     carried, patched, overlay = up.get("record"), doc.get("patched"), doc.get("overlay", {})
     if not isinstance(carried, dict) or not isinstance(patched, dict):
-        verdict.problems.append(
+        verdict.notes.append(
             f"the provenance carries no digests of the patched files and upstream's RECORD rows (an older build), "
-            f"and {up.get('filename')} is not in the cache to plan the wheel again: its members cannot be explained; "
-            f"rebuild it, or put that file in the cache ('nvfp4-overlay build {info.name}=={_upstream_version(doc)}' "
-            f"downloads it) and verify again")
+            f"and {up.get('filename')} cannot be had to plan the wheel again: its members cannot be explained; "
+            f"rebuild it, or verify again where that file can be had")
         return
-    verdict.notes.append(f"the members are held to the digests the provenance carries ({up.get('filename')} is not "
-                         f"in the cache, or the series here differs); with it in the cache ('nvfp4-overlay build' "
-                         f"puts it there) verify plans the wheel again and holds every member to upstream's RECORD")
+    verdict.notes.append(f"without {up.get('filename')}, the members were held to the digests the wheel's own "
+                         f"provenance carries: that names an edit the provenance does not know of, and vouches for "
+                         f"nothing (a rewriter rewrites the provenance too)")
     made = {f"{info.dist_info}/RECORD", f"{info.dist_info}/{PROVENANCE}"}
     for kind, table in (("overlay", overlay), ("patched", patched)):
         for name, sha in sorted(table.items()):
@@ -306,8 +299,8 @@ def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tup
             f"the {len(rest) + len(extra)} members carried over from upstream", "upstream",
             f"{carried.get('rows')} RECORD rows of sha256 {carried.get('sha256')}",
             f"{len(rest) + len(extra)} rows of sha256 {found_digest}",
-            f"put {up.get('filename')} in the cache ('nvfp4-overlay build {info.name}=={_upstream_version(doc)}' "
-            f"downloads it) and verify again to name the member; {fix}"))
+            f"verify again where {up.get('filename')} can be had (without --offline verify downloads it) to name the "
+            f"member; {fix}"))
 
 
 def _as_record_hash(hexdigest: str) -> str:

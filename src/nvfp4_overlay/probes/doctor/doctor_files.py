@@ -54,7 +54,7 @@ def check_provenance(dist: metadata.Distribution, provenance: dict[str, Any]) ->
             for f in dist.files or () if f.hash is not None}
     explained = {**provenance.get("overlay", {}), **provenance.get("patched", {})}
     differs = sorted(n for n, sha in explained.items() if n not in rows or rows[n][1] != _record_hash(sha))
-    carried = [row for n, row in rows.items() if n not in explained and not _installer_row(n, rows)]
+    carried = [row for n, row in rows.items() if n not in explained and not installer_row(n, rows)]
     expected = provenance.get("upstream", {}).get("record")
     facts: dict[str, Any] = {"explained": len(explained), "differs": differs,
                              "carried": {"rows": len(carried), "sha256": record_rows_sha256(carried)}}
@@ -65,7 +65,7 @@ def check_provenance(dist: metadata.Distribution, provenance: dict[str, Any]) ->
     return facts
 
 
-def _installer_row(name: str, rows: dict[str, Any]) -> bool:
+def installer_row(name: str, rows: dict[str, Any]) -> bool:
     """A row the installer wrote, not the wheel: its own dist-info files, scripts outside site-packages,
     bytecode it compiled from a .py file of the same distribution, the provenance (made by the build)."""
     head, _, tail = name.rpartition("/")
