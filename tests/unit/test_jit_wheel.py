@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import jit_cache_provenance, jit_cache_wheel
+from helpers import OVERLAY, PATCHES, jit_cache_provenance, jit_cache_wheel
 from packaging.version import Version
 
 from nvfp4_overlay.files import SHA256SUMS, format_sums, sha256_file
@@ -45,9 +45,14 @@ def test_the_layout_is_flashinfer_s_and_the_bytes_are_fixed(tmp_path: Path) -> N
     assert '__version__ = "0.6.8.post1+nvfp4.7.cu130.sm120"' in init and "def get_jit_cache_dir" in init
 
 
-def test_verify_accepts_it_as_written(tmp_path: Path) -> None:
-    verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path))
-    assert verdict.ok, verdict.problems
+def test_verify_finds_nothing_against_it_and_takes_its_modules_on_trust(tmp_path: Path) -> None:
+    """As written, nothing contradicts it; with the patched wheel it names not beside it, its module cannot be built
+    again here: taken on its builder's word (TAKEN ON TRUST, exit 5), never ok."""
+    verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path), PATCHES, OVERLAY)
+    assert verdict.problems == [], verdict.problems
+    assert verdict.state == "taken on trust" and verdict.exit_code == 5 and not verdict.ok
+    (trusted,) = verdict.trusted
+    assert trusted.startswith("flashinfer_jit_cache/jit_cache/m/m.so: taken on its builder's word: the patched wheel")
 
 
 @pytest.mark.parametrize("edit", ["module-and-provenance", "flags"])
@@ -62,6 +67,6 @@ def test_verify_refuses_a_rewritten_provenance(tmp_path: Path, edit: str) -> Non
         provenance["modules"]["m"]["cuda_cflags"] = ["-O0"]
     _wheel(tmp_path, b"other bytes" if edit != "flags" else b"\x7fELF module", provenance)
     (tmp_path / SHA256SUMS).write_bytes(sums)  # what jit-cache wrote beside the original
-    problems = jit_verify.verify_cache_wheel(path).problems
+    problems = jit_verify.verify_cache_wheel(path, PATCHES, OVERLAY).problems
     expected = "altered after jit-cache wrote it" if edit != "flags" else "do not digest to its inputs"
     assert any(expected in p for p in problems), problems

@@ -14,6 +14,9 @@ from .context import Context
 def cmd_build(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
     targets = resolve_targets(stacks, ctx.args.stack, ctx.args.targets, ctx.patches_dir / "stacks.toml")
+    swept = build.sweep_leftovers(ctx.options())
+    for left in swept:
+        ctx.log(f"removed {left}: a temporary of a build that was killed before it could remove it")
     built = build.build_targets(targets, ctx.options(), ctx.log)
     stale = _refresh_index(ctx)
     if ctx.args.stack == "all":
@@ -25,7 +28,7 @@ def cmd_build(ctx: Context) -> int:
         install = [s.shell for s in _with_cubins(ctx, stack, install_steps(stack, versions, Tool(),
                                                                          dist_dir=ctx.dist_dir.resolve()))]
     document = {"built": [_built_json(b) for b in built], "dist_dir": str(ctx.dist_dir), "install": install,
-                "index": stale}
+                "index": stale, "removed": [str(p) for p in swept]}
     ctx.emit(document, "\n".join([*(f"built {b.wheel}" for b in built), "install with:", *(f"  {c}" for c in install)]))
     return 0
 
@@ -38,8 +41,7 @@ def _with_cubins(ctx: Context, stack: Stack, steps: list[Step]) -> list[Step]:
         line = cubins.missing_line(stack, ctx.patches_dir, [ctx.dist_dir, ctx.source.cache_dir / "wheels"])
         if line:
             ctx.log(f"note: {line}")
-    step = cubins.install_step(stack, Tool(), ctx.patches_dir)
-    return steps if step is None else [steps[0], step, *steps[1:]]
+    return cubins.first_of(steps, stack, Tool(), ctx.patches_dir)
 
 
 def _refresh_index(ctx: Context) -> str | None:
@@ -79,9 +81,9 @@ def cmd_verify(ctx: Context) -> int:
     for v in verdicts:
         lines.append(f"{_SAID[v.state]}  {v.wheel}")
         lines += [f"  - {p}" for p in v.problems] + ([f"  - {v.unverified}"] if v.unverified else [])
-        lines += [f"  note: {n}" for n in v.notes]
+        lines += [f"  trust: {t}" for t in v.trusted] + [f"  note: {n}" for n in v.notes]
     ctx.emit({"wheels": [v.data() for v in verdicts]}, "\n".join(lines))
     return int(worst(verdicts))
 
 
-_SAID = {"ok": "ok", "refused": "FAILED", "unverified": "UNVERIFIED"}
+_SAID = {"ok": "ok", "refused": "FAILED", "unverified": "UNVERIFIED", "taken on trust": "TAKEN ON TRUST"}

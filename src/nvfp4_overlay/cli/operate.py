@@ -9,20 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Exit, IntegrityError, StepFailed, Unverified
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed, TakenOnTrust, Unverified
 from ..files import SHA256SUMS
-from ..operate import (
-    Step,
-    Tool,
-    doctor,
-    index,
-    install_steps,
-    installed_from_facts,
-    missing_wheels,
-    rollback_steps,
-    rollback_targets,
-    verify_wheel,
-)
+from ..operate import Step, Tool, doctor, index, install_steps, missing_wheels, verify_wheel
 from ..patch import Stack, Stacks, Target, load_stacks, load_upstream
 from .context import Context
 
@@ -72,12 +61,13 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
     """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify, before step 1: refused (exit 3),
     or, where the pinned upstream wheels cannot be had, not verified (exit 4); either way nothing is installed."""
     problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
-    unverified = []
+    unverified, trusted = [], []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
         verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
         unverified += [f"{wheel.name}: {verdict.unverified}"] if verdict.unverified else []
+        trusted += [f"{wheel.name}: {t}" for t in verdict.trusted]
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
@@ -92,6 +82,17 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
         raise Unverified(msg, path=dist, item=", ".join(w.name for w in wheels),
                          expected="every wheel held to the build made again from its pinned upstream wheel",
                          found="; ".join(unverified), fix=fix)
+    if trusted:
+        _refuse_trusted(dist, wheels, trusted)
+
+
+def _refuse_trusted(dist: Path, wheels: list[Path], trusted: list[str]) -> None:
+    """Nothing is installed on its builder's word alone (a JIT module verify could not build again here): exit 5."""
+    fix = "verify them where they can be built again (the builder's toolchain, the patched wheel beside them)"
+    msg = ("install --run: refused before step 1, nothing was installed; verify could not derive these here and "
+           "would take them on their builder's word:\n  " + "\n  ".join(trusted) + f"\n{fix[0].upper()}{fix[1:]}")
+    raise TakenOnTrust(msg, path=dist, item=", ".join(w.name for w in wheels), expected="every member derived here",
+                       found="; ".join(trusted), fix=fix)
 
 
 def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
@@ -137,14 +138,15 @@ def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> N
 
 
 def _with_cubins(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
-    """flashinfer-cubin of the stack's release, after the upstream step (operate/cubins.py says why)."""
+    """flashinfer-cubin of the stack's release, hashed, before the upstream step (operate/cubins.py says why)."""
     from ..operate import cubins
 
-    step = cubins.install_step(stack, tool, ctx.patches_dir, fleet)
-    return steps if step is None else [steps[0], step, *steps[1:]]
+    return cubins.first_of(steps, stack, tool, ctx.patches_dir, fleet)
 
 
 def cmd_rollback(ctx: Context) -> int:
+    from ..operate import cubins, rollback
+
     stacks = load_stacks(ctx.patches_dir)
     named = stacks.get(ctx.args.stack, ctx.patches_dir / "stacks.toml") if ctx.args.stack else None
     if ctx.args.switch_release and named is None:
@@ -153,17 +155,23 @@ def cmd_rollback(ctx: Context) -> int:
                           fix="add --stack NAME, or leave out --switch-release")
     tool = _tool(ctx, always=True)
     python = str(tool.python)
-    installed = installed_from_facts(doctor.installed_distributions(python))
-    targets = rollback_targets(installed, named, switch_release=ctx.args.switch_release, where=python)
+    installed = rollback.installed_from_facts(doctor.installed_distributions(python, rollback.READS))
+    targets = rollback.rollback_targets(installed, named, switch_release=ctx.args.switch_release, where=python)
+    switch = named if ctx.args.switch_release else None
+    remove = rollback.leftovers(installed, switch, ctx.patches_dir)
     document: dict[str, Any] = {"stack": named.name if named else None, "installed": [str(i) for i in installed],
-                                "targets": [str(t) for t in targets]}
-    if not targets:
+                                "targets": [str(t) for t in targets], "remove": [str(i) for i in remove]}
+    if not targets and not remove:
         document["steps"] = []
         ctx.emit(document, f"nothing to roll back: {python} has no patched build installed "
                            f"({', '.join(map(str, installed)) or 'neither flashinfer-python nor sglang'})")
         return Exit.OK
-    label = named.name if named else f"installed in {python}"
-    return _print_or_run(ctx, rollback_steps(Stack(label, tuple(targets)), tool), document)
+    label = f"stack {named.name}" if named else f"installed in {python}"
+    steps = rollback.rollback_steps(label, targets, rollback.hashed(targets, ctx.patches_dir), tool, remove=remove,
+                                    switch=switch)
+    if switch is not None:  # the hashed cubin before the step that resolves SGLang's requirement on it
+        steps = cubins.first_of(steps, switch, tool, ctx.patches_dir)
+    return _print_or_run(ctx, steps, document)
 
 
 def _local_versions(ctx: Context, stack: Stack) -> dict[Target, str]:
@@ -277,5 +285,14 @@ def _stack_commands(ctx: Context, stacks: Stacks, by_project: dict[str, list[ind
         except ConfigError:
             continue  # a stack whose series is not here: nothing to match
         if all((t.dist, v) in held for t, v in versions.items()):
-            out[stack.name] = install_steps(stack, versions, Tool(), fleet_index=url)[:2]
+            out[stack.name] = _with_cubins(ctx, stack, Tool(), install_steps(stack, versions, Tool(), fleet_index=url)[:2],
+                                           url if _mirrors_cubins(ctx, stack, held) else None)
     return out
+
+
+def _mirrors_cubins(ctx: Context, stack: Stack, held: set[tuple[str, str]]) -> bool:
+    """Whether the index holds the stack's pinned flashinfer-cubin (`index --cubins` mirrored it)."""
+    from ..wheel import cubin_pins
+
+    pin = cubin_pins.pin_for(stack, ctx.patches_dir)
+    return pin is not None and (cubin_pins.DIST, pin.version) in held

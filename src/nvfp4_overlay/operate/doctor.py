@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,12 +69,13 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
     return facts
 
 
-def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
-    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance and, for a patched
-    build, the RECORD it was installed with against that provenance (probes/doctor/doctor_files.py: no file
-    hashed, nothing imported; apart from the trace probe, whose source keys the oracle's results)."""
+def installed_distributions(python: str, names: Sequence[str] = DISTRIBUTIONS, *, timeout: float = 120) -> dict[str, Any]:
+    """What `python`'s environment has installed of `names` (rollback reads the JIT cache and cubins too): version,
+    provenance and, for a patched build, the RECORD it was installed with against that provenance
+    (probes/doctor/doctor_files.py: no file hashed, nothing imported; apart from the trace probe, whose source
+    keys the oracle's results)."""
     progress.report(f"{python}: reading the installed distributions")
-    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *DISTRIBUTIONS], timeout)
+    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *names], timeout)
     return dict(facts["distributions"])
 
 

@@ -34,16 +34,20 @@ class Finding:
     integrity: list[str] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)  # "cannot be verified here": no anchor to hold files to
     notes: list[str] = field(default_factory=list)
+    trusted: list[str] = field(default_factory=list)  # files taken on their builder's word (exit 5), each with why
 
     @property
     def exit_code(self) -> int:
         """3 an integrity failure; 4 a patched build that cannot be verified here (every other answer rests on
-        files nothing vouched for); 1 a problem; 0."""
+        files nothing vouched for); 1 a problem; 5 a file taken on its builder's word (a JIT module this host never
+        built); 0."""
         if self.integrity:
             return Exit.INTEGRITY
         if self.unverified:
             return Exit.UNVERIFIED
-        return Exit.NEEDS_PERSON if self.problems else Exit.OK
+        if self.problems:
+            return Exit.NEEDS_PERSON
+        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
 
     @property
     def all_problems(self) -> list[str]:

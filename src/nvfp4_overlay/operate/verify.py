@@ -70,19 +70,26 @@ class Verdict:
     members: list[MemberProblem] = field(default_factory=list)
     checked_against: str | None = None  # "upstream": the plan made again from the pinned upstream wheel
     unverified: str | None = None  # "cannot be verified here: ..." (exit 4)
+    trusted: list[str] = field(default_factory=list)  # members taken on their builder's word, each with why (exit 5)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and self.unverified is None
+        return not self.problems and self.unverified is None and not self.trusted
 
     @property
     def exit_code(self) -> Exit:
-        """3 refused, 4 cannot be verified here, 0 ok: a refusal outranks the rest."""
-        return Exit.INTEGRITY if self.problems else Exit.UNVERIFIED if self.unverified else Exit.OK
+        """3 refused, 4 cannot be verified here, 5 taken on trust (a JIT module not built again here), 0 ok: a
+        refusal outranks the rest."""
+        if self.problems:
+            return Exit.INTEGRITY
+        if self.unverified:
+            return Exit.UNVERIFIED
+        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
 
     @property
     def state(self) -> str:
-        return {Exit.INTEGRITY: "refused", Exit.UNVERIFIED: "unverified", Exit.OK: "ok"}[self.exit_code]
+        return {Exit.INTEGRITY: "refused", Exit.UNVERIFIED: "unverified", Exit.TAKEN_ON_TRUST: "taken on trust",
+                Exit.OK: "ok"}[self.exit_code]
 
     def refuse(self, problem: MemberProblem) -> None:
         self.members.append(problem)
@@ -90,14 +97,15 @@ class Verdict:
 
     def data(self) -> dict[str, Any]:
         return {"wheel": str(self.wheel), "ok": self.ok, "verdict": self.state, "exit_code": int(self.exit_code),
-                "unverified": self.unverified, "problems": self.problems, "notes": self.notes,
+                "unverified": self.unverified, "problems": self.problems, "taken_on_trust": self.trusted, "notes": self.notes,
                 "members": [m.data() for m in self.members], "checked_against": self.checked_against}
 
 
 def worst(verdicts: list[Verdict]) -> Exit:
-    """The exit status of a run over several wheels: any refusal (3), else any that cannot be verified (4), else 0."""
+    """The exit status of a run over several wheels: any refusal (3), else any that cannot be verified (4), else any
+    taken on trust (5), else 0."""
     codes = {v.exit_code for v in verdicts}
-    return next((c for c in (Exit.INTEGRITY, Exit.UNVERIFIED) if c in codes), Exit.OK)
+    return next((c for c in (Exit.INTEGRITY, Exit.UNVERIFIED, Exit.TAKEN_ON_TRUST) if c in codes), Exit.OK)
 
 
 def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source) -> Verdict:
@@ -106,10 +114,12 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Sourc
     `source`: where the pinned upstream wheel is found (the wheelhouse, the cache, then pip unless offline).
     """
     _check_argument(path)
-    from . import jit_verify  # a flashinfer_jit_cache wheel has checks of its own
+    from . import cubins, jit_verify  # a flashinfer_jit_cache wheel has checks of its own, a cubin mirror its pin
 
     if jit_verify.is_cache_wheel(path):
-        return jit_verify.verify_cache_wheel(path)
+        return jit_verify.verify_cache_wheel(path, patches_dir, overlay_dir, source)
+    if cubins.is_mirror(path):
+        return cubins.verify_mirror(path, patches_dir)
     verdict = Verdict(path)
     _check_sums(path, verdict)
     try:

@@ -2,8 +2,8 @@
 
 First the environment's facts (probes/doctor/doctor_env.py): the interpreter, the installed distributions
 with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
-the installed FlashInfer routes (its overlay's entries.py; for an unpatched one, the FP4/MXFP8 entry
-points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
+the installed FlashInfer routes (where its route decorators sit, flashinfer.gemm's included; for an
+unpatched one, the FP4/MXFP8 entry points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
 table of probes/flashinfer/cases.py; the report names each one that fails.
 
 Prints one JSON line per fact as soon as it is known ({"python": ...}, {"distributions": ...},
@@ -56,15 +56,18 @@ def fake_blackwell(torch: Any, fakes: list[str]) -> None:
         fakes.append("torch.version.cuda=12.8")
 
 
-def routed_entries(flashinfer: Any) -> list[str]:
-    """The entry points the installed FlashInfer routes (its overlay's entries.py), else the candidates."""
-    try:
-        from flashinfer._nvfp4_overlay.entries import ENTRIES
-    except ImportError:
-        from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+def routed_entries(flashinfer: Any) -> dict[str, Any]:
+    """name -> function: the entry points the installed FlashInfer routes, each where its route decorator sits
+    (probes/flashinfer/routed.py: flashinfer.gemm's too); for an unpatched one, the FP4/MXFP8 entry points this
+    project routes, where the release defines them."""
+    from nvfp4_overlay.probes.flashinfer import routed
 
-        return [name for name in CANDIDATES if hasattr(flashinfer, name)]
-    return [name for name in sorted(ENTRIES) if hasattr(flashinfer, name)]
+    found = routed.entry_points(flashinfer)
+    if found:
+        return found
+    from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+
+    return routed.entry_points(flashinfer, CANDIDATES)
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
@@ -72,8 +75,7 @@ def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     from nvfp4_overlay.probes.flashinfer import cases
 
     entries: dict[str, Any] = {}
-    for name in routed_entries(flashinfer):
-        fn = getattr(flashinfer, name)
+    for name, fn in routed_entries(flashinfer).items():
         made = next(iter(cases.cases(name, fn, quick=True)), None)
         if made is None:
             entries[name] = {"ok": False, "error": "no case to call it with"}
