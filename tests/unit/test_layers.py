@@ -2,8 +2,8 @@
 
 docs/design.md opens with the tree, one row per wing with the wings it may import; these tests read
 that tree and every import of src/nvfp4_overlay/ (module level, inside functions, under TYPE_CHECKING),
-so a new import that runs up a floor, closes a circle between wings, or reaches past a wing's face
-fails here, and so does a tree that no longer matches the folders.
+so a new import that runs up a floor, closes a circle between wings or between the modules of one
+wing, or reaches past a wing's face fails here, and so does a tree that no longer matches the folders.
 """
 
 from __future__ import annotations
@@ -134,3 +134,30 @@ def test_one_wing_takes_from_another_through_its_face() -> None:
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}{':' + name if name else ''} "
                                  f"not through {wing}/__init__.py's __all__")
     assert not wrong, "\n".join(wrong)
+
+def test_no_circle_between_modules_of_one_wing() -> None:
+    """Inside a wing too, imports run one way: a circle of modules (an import inside a function that dodges it
+    included) is one room split in two, or two that lean on each other's privates."""
+    known = modules()
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in known.items():
+        for target, _, line in imports(module, path, known):
+            if target != module and target in known and wing_of(target) == wing_of(module):
+                graph.setdefault(module, {}).setdefault(target, line)
+    circles = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            loop = path[path.index(module):] + [module]
+            circles.append(" -> ".join(f"{a}:{graph[a][b]}" for a, b in zip(loop, loop[1:])) + f" -> {module}")
+            return
+        if module not in done:
+            for target in sorted(graph.get(module, {})):
+                visit(target, [*path, module])
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "modules of one wing import each other in a circle:\n" + "\n".join(circles)
+
