@@ -14,7 +14,6 @@ overlay file that is not the checkout's, a provenance naming another series or p
 
 from __future__ import annotations
 
-import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,10 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 
+from .. import records
 from ..errors import ConfigError, OverlayError, Unverified
 from ..files import sha256_bytes
 from ..patch import Target, load_overlay, load_upstream, overlay_root, read_series
-from ..probes.doctor.doctor_files import record_rows_sha256
 from ..wheel import PROVENANCE, DistInfo, Source, WheelReader, find_dist_info
 from . import anchor
 from .verdict import MemberProblem, Sums, Verdict, check_record, check_sums
@@ -168,7 +167,7 @@ def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tup
                 verdict.refuse(MemberProblem(name, kind, _as_record_hash(sha), found, fix))
     rest = [rows[n] for n in sorted(rows) if n not in made]
     extra = sorted(n for n in digests if n not in rows and n not in made)
-    found_digest = record_rows_sha256([*rest, *((n, digests[n], "") for n in extra)])
+    found_digest = records.rows_sha256([*rest, *((n, digests[n], "") for n in extra)])
     if (len(rest) + len(extra), found_digest) != (carried.get("rows"), carried.get("sha256")):
         verdict.refuse(MemberProblem(
             f"the {len(rest) + len(extra)} members carried over from upstream", "upstream",
@@ -179,8 +178,4 @@ def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tup
 
 
 def _as_record_hash(hexdigest: str) -> str:
-    try:
-        raw = bytes.fromhex(hexdigest)
-    except (TypeError, ValueError):
-        return f"sha256 {hexdigest!r}"
-    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    return records.from_hex(hexdigest) or f"sha256 {hexdigest!r}"

@@ -15,9 +15,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from .. import records
 from ..errors import Exit
 from ..files import SHA256SUMS, read_sums, sha256_file
-from ..wheel import WheelReader, parse_record, record_hash
+from ..wheel import WheelReader, parse_record
 
 
 @dataclass(frozen=True)
@@ -114,11 +115,11 @@ def check_record(reader: WheelReader, dist_info: str,
         if name == record_name:
             continue
         data = reader.read(name)
-        digests[name] = record_hash(data)
+        digests[name] = records.hash_of(data)
         row = parsed.pop(name, None)
         if row is None:
             verdict.problems.append(f"{name} is in the archive but not in RECORD")
-        elif row.hash != digests[name] or (row.size and int(row.size) != len(data)):
+        elif not row.matches(data):
             verdict.problems.append(f"{name}: RECORD says {row.hash} ({row.size} bytes), the file is {digests[name]} ({len(data)} bytes)")
     parsed.pop(record_name, None)
     verdict.problems += [f"{name} is in RECORD but not in the archive" for name in sorted(parsed)]
