@@ -405,6 +405,17 @@ def without_route(patched: Path, dest: Path, name: str) -> Path:
     return dest
 
 
+def without_patch(patched: Path, upstream: Path, dest: Path, patch: Path) -> Path:
+    """The control of a whole-layer run: a copy of a patched SGLang tree with one patch of its series undone,
+    each file the patch rewrites (its +++ paths, -p1) upstream's again; the series' other patches kept."""
+    from unidiff import PatchSet
+
+    tree_copy(patched, dest)
+    for changed in PatchSet(patch.read_text(encoding="utf-8")):
+        (dest / changed.path).write_bytes((upstream / changed.path).read_bytes())
+    return dest
+
+
 def sources_digest(*paths: Path) -> str:
     """The sha256 of every .py file under each path (or the file itself), names and bytes: the key of a
     probe's kept result (the whole-layer tests)."""

@@ -438,20 +438,3 @@ def test_doctor_names_sm121_as_sm12x_and_its_cuda_floor(capability: tuple[int, i
     assert any("FlashInfer supports it from CUDA 12.9" in n for n in finding.notes) is note, finding.notes
     (line,) = _render_gpu(gpu)
     assert f"compute capability {capability[0]}.{capability[1]} ({family}; torch 2.13.0, CUDA {cuda})" in line
-
-
-def test_sglang_args_says_whether_the_launch_line_compiles_and_what_stays_raw(make_env: Env,
-                                                                             fakes: dict[str, Path]) -> None:
-    """The fake SGLang is 0.5.9, where the piecewise runner is opt-in; the fake FlashInfer routes nothing."""
-    env = make_env(fakes["flashinfer+"], fakes["sglang+"])
-    line = "--enable-piecewise-cuda-graph --fp8-gemm-backend flashinfer_deepgemm"
-    code, document = doctor(env, fakes["patches"], "--no-trace", "--sglang-args", line)
-    assert code == 0, document["problems"]
-    launch = document["sglang_launch"]
-    assert launch["runs"] is True and launch["why"][1] == "turned on by --enable-piecewise-cuda-graph"
-    assert [r.split(" (")[0] for r in launch["raw_left"]] == ["fp8_blockscale_gemm_sm90", "tinygemm_bf16"]
-    assert any(n.startswith("this launch line runs a fullgraph region") and "raw FlashInfer left in it" in n
-               for n in document["notes"])
-    code, document = doctor(env, fakes["patches"], "--no-trace", "--sglang-args", "--tp 2")
-    assert document["sglang_launch"]["runs"] is False and document["sglang_launch"]["raw_left"] == []
-    assert "sglang_launch" not in doctor(env, fakes["patches"], "--no-trace")[1]

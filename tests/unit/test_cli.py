@@ -131,6 +131,7 @@ MISSING_PATH = {
     "propose": ["propose", "--dry-run", "--patches-dir", "/no/such/patches", "--offline"],
     "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "launch-table": ["launch-table", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 

@@ -12,18 +12,20 @@ from .context import Context
 
 
 def cmd_doctor(ctx: Context) -> int:
-    if ctx.args.sglang_args is not None:
-        from ..audit import sglang_launch
+    asked = None
+    if ctx.args.sglang_args is not None:  # a malformed line, or no model named, is exit 2 before any probe runs
+        from ..operate import doctor_launch
 
-        sglang_launch.flags(ctx.args.sglang_args)  # a malformed line is exit 2 before the probe runs
+        asked = doctor_launch.ask(doctor_launch.Request(ctx.args.sglang_args, ctx.args.model_arch, ctx.args.gpu))
     document, finding = doctor.diagnose(ctx.patches_dir, ctx.overlay_dir, ctx.source, python=ctx.args.python,
                                         trace=not ctx.args.no_trace, timeout=ctx.args.trace_timeout)
     _new_api(document, finding, ctx.patches_dir)
     _jit(ctx, document, finding)
-    if ctx.args.sglang_args is not None:
+    if asked is not None:
         from ..operate import doctor_launch
 
-        doctor_launch.judge(document, ctx.args.sglang_args, ctx.args.model_arch)
+        doctor_launch.judge(document, asked, ctx.args.python or sys.executable, ctx.patches_dir,
+                            ctx.source.cache_dir, ctx.args.trace_timeout)
     ctx.emit(document, render(document))
     return finding.exit_code
 
@@ -60,6 +62,7 @@ def render(document: dict[str, Any]) -> str:
     lines += _render_gpu(document.get("gpu"))
     lines += _render_jit(document.get("jit"))
     lines.append(f"{'trace':<18}{_render_trace(document['trace'])}")
+    lines += _render_launch(document.get("sglang_launch"))
     lines += [f"problem: {p}" for p in document["problems"]] + [f"note: {n}" for n in document["notes"]]
     lines += [f"taken on trust: {t}" for t in document.get("taken_on_trust", [])]
     verdict = {0: "OK", 1: "NOT OK", 3: "NOT OK (integrity)", 4: "NOT OK (cannot be verified here)",
@@ -123,6 +126,27 @@ def _render_trace(trace: dict[str, Any]) -> str:
     failed = [n for n, e in entries.items() if not e.get("ok")]
     text = f"{len(passed)} of {len(entries)} entry points trace with fullgraph=True in {trace.get('seconds')} s"
     return text + (f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops")
+
+
+def _render_launch(launch: dict[str, Any] | None) -> list[str]:
+    """doctor --sglang-args: SGLang's own answer for the launch line, on the GPU it was asked for."""
+    if not launch:
+        return []
+    if "error" in launch:
+        return [f"{'launch line':<18}not judged: {launch['error']}"]
+    whose = "installed" if launch["installed"] else "the default stack's (not installed there)"
+    verdict = {True: "yes", False: "no", None: "cannot tell"}[launch["fullgraph"]]
+    lines = [f"{'launch line':<18}SGLang {launch['release']} ({whose}), {launch['gpu']} (from {launch['gpu_from']}), "
+             f"{launch['architecture']}",
+             f"{'  graphs':<18}prefill {launch['prefill']}, decode {launch['decode']}"
+             + ("; --enable-torch-compile (not fullgraph)" if launch["torch_compile"] else ""),
+             f"{'  fullgraph':<18}{verdict}: decided by {launch['rule']}",
+             f"{'  runner':<18}{launch['runner']}"]
+    for call in launch["calls"]:
+        state = ("routed (the overlay's opaque op)" if call["routed"] else "traces as upstream has it"
+                 if call["traces"] else "RAW (fails fullgraph=True)")
+        lines.append(f"{'  flashinfer':<18}{call['function']} at {call['site']}: {state}")
+    return lines
 
 
 def _render_jit(jit: dict[str, Any] | None) -> list[str]:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import UsageError
 
 DAY = 86400  # the longest --trace-timeout
+LAUNCH_GPUS = ("sm90", "sm100", "sm120", "sm121")  # doctor --gpu: the families audit/sglang_launch.py fakes
 PROG = "nvfp4-overlay"  # the installed command; from a clone `python build_wheels.py` (cli.main's prog)
 
 DESCRIPTION = """\
@@ -106,6 +108,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "  nvfp4-overlay routes                  every carried release\n"
                "  nvfp4-overlay routes 0.7.4 0.7.2\n"
                "  nvfp4-overlay routes --check          CI: exit 1 if a committed patch differs"),
+    "launch-table": ("generate", "render docs/patches.md's launch-line table and the README's release table from "
+                     "patches/sglang/audit-launch.json (--resolve: write it anew from each SGLang release's own code)",
+                     "  nvfp4-overlay launch-table --check              CI: exit 1 if a document differs\n"
+                     "  nvfp4-overlay launch-table --resolve 0.5.20     that release's matrix, resolved again (torch)\n"
+                     "--resolve needs torch in this interpreter (make test's .venv) and the pinned wheels in the cache."),
     "audit-api": ("generate", "write the serving-API audit (patches/flashinfer-python/audit-serving-api.json) from "
                   "scans of every carried flashinfer-python release",
                   "  nvfp4-overlay audit-api\n"
@@ -120,6 +127,16 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """A launch line given as the next word (`--sglang-args "--enable-torch-compile"`) is that option's value,
+        as `--sglang-args=...` is: argparse would take a value that starts with '-' for an option."""
+        words = list(sys.argv[1:] if args is None else args)
+        for i, word in enumerate(words[:-1]):
+            if word == "--sglang-args":
+                words[i:i + 2] = [f"--sglang-args={words[i + 1]}"]
+                break
+        return super().parse_known_args(words, namespace)
 
     def error(self, message: str) -> NoReturn:
         msg = f"{self.prog}: {message}; see '{self.prog} --help'"
@@ -195,9 +212,13 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--trace-timeout", type=_seconds, default=300, metavar="SECONDS",
                    help="give doctor's probe this long to answer (default 300; a cold trace takes minutes)")
     p.add_argument("--sglang-args", metavar="ARGS", help="the SGLang server's launch arguments, quoted: whether "
-                   "the installed SGLang runs a fullgraph region for them, and what stays raw in it")
+                   "that SGLang (installed there, else the default stack's) compiles a fullgraph region for them, "
+                   "asked of its own argument handling, and what stays raw in it")
     p.add_argument("--model-arch", metavar="NAME", help="with --sglang-args: the model's architecture "
-                   "(config.json's architectures[0], e.g. DeepseekV3ForCausalLM): the switches SGLang makes by model")
+                   "(config.json's architectures[0], e.g. GlmMoeDsaForCausalLM) where --model-path names no local "
+                   "directory with a config.json")
+    p.add_argument("--gpu", choices=sorted(LAUNCH_GPUS), help="with --sglang-args: the serving GPU's family "
+                   "(default: the GPU doctor sees there, else sm120)")
     _data(p)  # the installed patched builds are held to what this checkout's series and overlay make
     _upstream_lookup(p)
     _output(p)
@@ -267,6 +288,14 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="port and check, print the proposals, open nothing")
     p.add_argument("--quick", action="store_true", help="refresh --quick for each port (default: every case)")
     _data(p)
+    _source(p)
+    _output(p)
+
+    p = command("launch-table")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document differs")
+    p.add_argument("--resolve", nargs="*", metavar="RELEASE", default=None,
+                   help="resolve the matrix again with these SGLang releases' own code (none named: every one)")
+    _data(p, overlay=False)
     _source(p)
     _output(p)
 

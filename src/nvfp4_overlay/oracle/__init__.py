@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import behaviour, sglang_releases
+from . import behaviour, sglang_launch_runs, sglang_releases
 from .sglang_releases import SGLANG, audit_releases
 
-__all__ = ["SGLANG", "audit_releases", "behaviour", "sglang_releases"]
+__all__ = ["SGLANG", "audit_releases", "behaviour", "sglang_launch_runs", "sglang_releases"]
