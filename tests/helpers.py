@@ -206,7 +206,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",
                 record: bool = True, extra_metadata: str = "") -> Path:
     """A real (small) wheel: the files, a dist-info with METADATA, WHEEL and a correct RECORD."""
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
@@ -309,7 +309,7 @@ def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) ->
     with `sums`, dest's SHA256SUMS lists the edited copy (as if the build had written it)."""
     import hashlib
 
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheel.name
@@ -438,8 +438,9 @@ def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums
     import hashlib
     import json
 
-    from nvfp4_overlay.probes.doctor.doctor_files import record_rows_sha256
-    from nvfp4_overlay.wheel.metadata import PROVENANCE, record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.records import rows_sha256
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
 
     dest.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as zin:
@@ -454,7 +455,7 @@ def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums
         table.update({n: hashlib.sha256(members[n]).hexdigest() for n in edits if n in table})
     made = {provenance, *doc["patched"], *doc["overlay"]}
     carried = [rows[n] for n in sorted(rows) if n not in made]
-    doc["upstream"]["record"] = {"rows": len(carried), "sha256": record_rows_sha256(carried)}
+    doc["upstream"]["record"] = {"rows": len(carried), "sha256": rows_sha256(carried)}
     members[provenance] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
     rows[provenance] = (provenance, record_hash(members[provenance]), str(len(members[provenance])))
     out = io.StringIO()
@@ -478,7 +479,8 @@ def relabelled_wheel(wheel: Path, dest: Path, version: str) -> Path:
     import csv
     import json
 
-    from nvfp4_overlay.wheel.metadata import PROVENANCE, record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
 
     dest.mkdir(parents=True, exist_ok=True)
     name, old = wheel.name.split("-")[:2]
