@@ -29,7 +29,7 @@ from helpers import (
 )
 from packaging.version import Version
 
-from nvfp4_overlay.oracle import behaviour, oracle
+from nvfp4_overlay.oracle import behaviour, explored, oracle
 from nvfp4_overlay.probes.flashinfer import cases
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
@@ -202,6 +202,51 @@ def test_every_fake_gives_upstreams_shapes_at_every_rank(release_oracle: Release
                 if not isinstance(run["wrapper"], dict) and isinstance(run["fake"], list)]
     assert {case.rsplit("@", 1)[1] for case, _ in compared} >= {"1d", "2d", "3d", "4d"}, release
     assert set(shapes["entries"]) == set(shapes["12.0"]) and "fp4_quantize" in shapes["entries"]
+
+
+# The explored space (oracle/explored.py): in make test the default stack's release and the newest, the
+# first row of each entry point on SM120 (quick); every release, every row, both GPUs with NVFP4_OVERLAY_FULL=1.
+EXPLORED = RELEASES if FULL else [v for v in RELEASES if v in (default_flashinfer(), RELEASES[-1])]
+
+
+@pytest.mark.parametrize("release", by_release(EXPLORED))
+def test_every_fake_agrees_with_upstreams_wrapper_over_the_explored_space(release_oracle: ReleaseOracle,
+                                                                         release: str) -> None:
+    """Sizes at and around every constant of each wrapper's shape code, powers of two to 16k, odd sizes,
+    every optional parameter in each state: each fake (derived from upstream's wrapper, or written by
+    hand) gives what upstream's wrapper gives, to the result's class; and the space was explored."""
+    found = release_oracle.explored(release, ROUTED, quick=not FULL)
+    assert explored.problems(release, found) == []
+    fp4 = found["upstream"]["12.0"]["fp4_quantize"]["calls"]
+    rows = {int(c.rsplit("=", 1)[1]) for c in fp4 if "@m=" in c}
+    assert {127, 128, 129, 1023, 1024, 1025, 16384, 3} <= rows, sorted(rows)  # the rounding, a power of two, odd
+    assert any("@global_scale=None" in c for c in fp4) and any("@k=" in c for c in fp4)
+    ours = found["patched"]["12.0"]
+    assert ours["fp4_quantize"]["derived"] and not ours["nvfp4_quantize"]["derived"]
+    compared = sum(1 for runs in ours.values() for a in runs["calls"].values() if a != "upstream")
+    assert compared > 500 and sorted(ours) == sorted(found["patched"]["entries"]), compared
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_the_explored_verdict_names_the_call_and_both_answers(release_oracle: ReleaseOracle, release: str) -> None:
+    """Controls: one explored answer of the fake changed (a shape, then the result's class), and a fake
+    that left a fake tensor behind, are each refused by name."""
+    import copy
+
+    found = release_oracle.explored(release, ROUTED, quick=True)
+    call = "swizzled128-sf16@m=1025"
+    for bend in (lambda a: a[1][1].__setitem__(1, [1280, 16]), lambda a: a.__setitem__(0, "list")):
+        broken = copy.deepcopy(found)
+        answer = broken["patched"]["12.0"]["fp4_quantize"]["calls"][call]
+        bend(answer)
+        (problem,) = explored.problems(release, broken)
+        assert problem.startswith(f"{release}: sm120: fp4_quantize [{call}]: the fake gives {answer}, upstream's "
+                                  f"wrapper {found['upstream']['12.0']['fp4_quantize']['calls'][call]}"), problem
+        assert "faking.py" in problem  # a derived fake: what to do says so
+    left = copy.deepcopy(found)
+    left["patched"]["12.0"]["mxfp8_quantize"]["left"] = ["flashinfer.utils._cache_buf holds a fake tensor"]
+    (problem,) = explored.problems(release, left)
+    assert "mxfp8_quantize: the fakes left flashinfer.utils._cache_buf holds a fake tensor" in problem
 
 
 @pytest.mark.parametrize("release", by_release([v for v in RELEASES if Version(v) >= Version("0.6.12")]))
