@@ -5,10 +5,11 @@ torch runs a fake in, so that every output is allocated by upstream's code: its 
 result's type and arity, whatever the release. Only what would build or launch a kernel answers
 otherwise, and only in the thread that fakes, for as long as it fakes (``faking``):
 
-- every JIT spec generator (a FlashInfer function named ``gen_*_module``) answers a stand-in spec, and every ``JitSpec.build_and_load`` a stand-in module: no nvcc, no file
-  opened, no process, no dlopen; the stand-in module's kernels (and the module itself, called as a
-  CuTe-DSL kernel is) do nothing and return None, so that a wrapper that reads what a kernel
-  returns fails, never builds on a made-up value;
+- every JIT spec generator (a FlashInfer function named ``gen_*_module``) answers a stand-in spec,
+  and every ``JitSpec.build_and_load`` a stand-in module: no nvcc, no file opened, no process, no
+  dlopen; the stand-in module's kernels (and the module itself, called as a CuTe-DSL kernel is) do
+  nothing and return None, so that a wrapper that reads what a kernel returns fails, never builds
+  on a made-up value;
 - a library's own compiler (CuTe DSL's ``cute.compile``, which releases before 0.7.4 call outside
   FlashInfer's loader) refuses, so that such a path fails the fake rather than compiling;
 - every ``functools.cache``d FlashInfer function (the module getters: ``get_fp4_quantization_module``
@@ -30,8 +31,8 @@ import functools
 import re
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Tuple
 from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 _state = threading.local()
 _lock = threading.RLock()
