@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-regions-table sglang-layer-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-launch-table sglang-regions-table sglang-layer-table sglang-regions-docs compile-list-table compile-list-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,7 @@ test-releases: $(VENV)/.test-ready
 		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/releases/test_oracle_releases.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_layer.py tests/releases/test_sglang_layer_tp.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_launch.py $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
 # `make oracle`, or `make oracle ARGS="0.7.4"`.
@@ -99,6 +100,13 @@ audit-api: $(VENV)/.ready
 check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
+	$(PY) -m nvfp4_overlay.cli launch-table --check $(ARGS)
+	$(PY) -m nvfp4_overlay.oracle.compile_table docs --check
+
+# patches/sglang/audit-launch.json from every SGLang release's own argument handling (or VERSIONS="0.5.20";
+# torch, about a minute a release), then docs/patches.md's and the README's launch-line tables from it.
+sglang-launch-table: $(VENV)/.test-ready
+	$(PY) -m nvfp4_overlay.cli launch-table --resolve $(VERSIONS) $(ARGS)
 
 # patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
 # call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.
@@ -114,6 +122,15 @@ sglang-regions-table: $(VENV)/.test-ready
 # path, one process: each run writes its entry), then make sglang-regions-docs.
 sglang-layer-table: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_WRITE_LAYER=1 $(PY) -m pytest -n 0 tests/releases/test_sglang_layer.py $(ARGS)
+
+# patches/flashinfer-python/audit-compile-list.json: FlashInfer's own compile list on every carried release
+# (or RELEASES="0.7.4 0.6.8.post1"), upstream and patched, from the compile-list probe (torch; minutes a
+# release, kept in the result cache); then make compile-list-docs renders docs/compile-list.md from it.
+compile-list-table: $(VENV)/.test-ready
+	$(PY) -m nvfp4_overlay.oracle.compile_table table $(RELEASES)
+
+compile-list-docs: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.oracle.compile_table docs
 
 sglang-regions-docs: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.oracle.sglang_table docs

@@ -6,12 +6,16 @@ conftest.py holds the fixtures; test modules import these from here (``from help
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
+import functools
 import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -167,6 +171,28 @@ def run_python(code: str, path: Sequence[Path] = (), env: dict[str, str] | None 
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=timeout)
 
 
+def fresh_venv(path: Path, *, pip: bool = True, newest_pip: bool = False) -> str:
+    """A venv at path, its python returned; with newest_pip, its pip upgraded from the index (venv --upgrade-deps).
+    One with the bundled pip is a copy of a venv made once per test process (ensurepip costs 3-11 s a venv on
+    two loaded cores, the copy 0.3 s): its python is a symlink, and Python finds the copy's own pyvenv.cfg
+    and site-packages beside it."""
+    if pip and not newest_pip:
+        shutil.copytree(_venv_template(), path, symlinks=True)
+        return str(path / "bin" / "python")
+    flags = ["--without-pip"] if not pip else ["--upgrade-deps"]
+    subprocess.run([sys.executable, "-m", "venv", *flags, str(path)], check=True)
+    return str(path / "bin" / "python")
+
+
+@functools.cache
+def _venv_template() -> Path:
+    """The venv fresh_venv copies, made once per process, removed as it exits."""
+    where = Path(tempfile.mkdtemp(prefix="nvfp4-overlay-venv-"))
+    atexit.register(shutil.rmtree, where, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(where / "venv")], check=True)
+    return where / "venv"
+
+
 def run_cli(*argv: str) -> tuple[int, str, str]:
     """The command line run in this process on argv: (its exit status, its stdout, its stderr)."""
     from nvfp4_overlay import cli
@@ -180,7 +206,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",
                 record: bool = True, extra_metadata: str = "") -> Path:
     """A real (small) wheel: the files, a dist-info with METADATA, WHEEL and a correct RECORD."""
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
@@ -205,8 +231,10 @@ def cli_args(layout: dict[str, Path], *extra: str) -> list[str]:
 
 
 def data_args(layout: dict[str, Path]) -> list[str]:
-    """The options of a command that reads only the project's data (verify): --patches-dir, --overlay-dir."""
-    return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"])]
+    """The options of a command that holds built wheels to the project's data (verify): --patches-dir,
+    --overlay-dir, and the pinned upstream wheel from the layout's wheelhouse, offline."""
+    return ["--patches-dir", str(layout["patches"]), "--overlay-dir", str(layout["overlay"]),
+            "--cache-dir", str(layout["cache"]), "--wheelhouse", str(layout["wheelhouse"]), "--offline"]
 
 
 WheelTree = Callable[..., Path]  # wheel_tree(dist, version, patched=True) -> an unpacked tree
@@ -287,7 +315,7 @@ def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) ->
     with `sums`, dest's SHA256SUMS lists the edited copy (as if the build had written it)."""
     import hashlib
 
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheel.name
@@ -383,6 +411,17 @@ def without_route(patched: Path, dest: Path, name: str) -> Path:
     return dest
 
 
+def without_patch(patched: Path, upstream: Path, dest: Path, patch: Path) -> Path:
+    """The control of a whole-layer run: a copy of a patched SGLang tree with one patch of its series undone,
+    each file the patch rewrites (its +++ paths, -p1) upstream's again; the series' other patches kept."""
+    from unidiff import PatchSet
+
+    tree_copy(patched, dest)
+    for changed in PatchSet(patch.read_text(encoding="utf-8")):
+        (dest / changed.path).write_bytes((upstream / changed.path).read_bytes())
+    return dest
+
+
 def sources_digest(*paths: Path) -> str:
     """The sha256 of every .py file under each path (or the file itself), names and bytes: the key of a
     probe's kept result (the whole-layer tests)."""
@@ -394,3 +433,78 @@ def sources_digest(*paths: Path) -> str:
             digest.update(str(path.relative_to(root) if root.is_dir() else path.name).encode() + b"\0")
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums: bool = True) -> Path:
+    """A copy of `wheel` in dest with `edits` (member -> its new bytes; a name the wheel lacks is added) and all
+    that the wheel says about itself rewritten to match, as whoever can write the file can do: its RECORD rows,
+    its provenance's digests (`patched`, `overlay`, and `upstream.record`, the digest of the rows carried over
+    from upstream) and, with `sums`, dest's SHA256SUMS line. Only a check anchored outside the wheel tells."""
+    import csv
+    import hashlib
+    import json
+
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.records import rows_sha256
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
+
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as zin:
+        members = {i.filename: zin.read(i) for i in zin.infolist() if not i.is_dir()}
+    members.update(edits)
+    (record,) = [n for n in members if n.endswith(".dist-info/RECORD")]
+    provenance = record.replace("/RECORD", f"/{PROVENANCE}")
+    rows = {r[0]: tuple(r) for r in csv.reader(io.StringIO(members[record].decode())) if r and r[0] != record}
+    rows.update({n: (n, record_hash(members[n]), str(len(members[n]))) for n in edits})
+    doc = json.loads(members[provenance])
+    for table in (doc["patched"], doc["overlay"]):
+        table.update({n: hashlib.sha256(members[n]).hexdigest() for n in edits if n in table})
+    made = {provenance, *doc["patched"], *doc["overlay"]}
+    carried = [rows[n] for n in sorted(rows) if n not in made]
+    doc["upstream"]["record"] = {"rows": len(carried), "sha256": rows_sha256(carried)}
+    members[provenance] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    rows[provenance] = (provenance, record_hash(members[provenance]), str(len(members[provenance])))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([*(rows[n] for n in sorted(rows)), (record, "", "")])
+    members[record] = out.getvalue().encode()
+    path = dest / wheel.name
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout:
+        for name in sorted(members, key=lambda n: (n.startswith(record.split("/")[0]), n == record, n)):
+            zout.writestr(name, members[name])
+    if sums:
+        listed = dest / "SHA256SUMS"
+        lines = [line for line in (listed.read_text().splitlines() if listed.is_file() else [])
+                 if not line.endswith(f"  {path.name}")]
+        listed.write_text("".join(f"{line}\n" for line in [*lines, f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}"]))
+    return path
+
+
+def relabelled_wheel(wheel: Path, dest: Path, version: str) -> Path:
+    """A copy of `wheel` in dest labelled `version` throughout (the filename, the dist-info, METADATA, RECORD's
+    rows, the provenance's version): a wheel that says, consistently, it is a build no checkout here made."""
+    import csv
+    import json
+
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
+
+    dest.mkdir(parents=True, exist_ok=True)
+    name, old = wheel.name.split("-")[:2]
+    with zipfile.ZipFile(wheel) as zin:
+        members = {i.filename.replace(f"{name}-{old}.dist-info/", f"{name}-{version}.dist-info/"): zin.read(i)
+                   for i in zin.infolist() if not i.is_dir()}
+    dist_info = f"{name}-{version}.dist-info"
+    members[f"{dist_info}/METADATA"] = members[f"{dist_info}/METADATA"].replace(
+        f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode(), 1)
+    doc = json.loads(members[f"{dist_info}/{PROVENANCE}"])
+    doc["version"] = version
+    members[f"{dist_info}/{PROVENANCE}"] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    out = io.StringIO()
+    rows = [(n, record_hash(d), str(len(d))) for n, d in sorted(members.items()) if n != f"{dist_info}/RECORD"]
+    csv.writer(out, lineterminator="\n").writerows([*rows, (f"{dist_info}/RECORD", "", "")])
+    members[f"{dist_info}/RECORD"] = out.getvalue().encode()
+    path = dest / wheel.name.replace(f"-{old}-", f"-{version}-")
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout:
+        for member, data in members.items():
+            zout.writestr(member, data)
+    return path

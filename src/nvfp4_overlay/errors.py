@@ -19,7 +19,10 @@ class Exit(IntEnum):
     NEEDS_PERSON = 1  # a patch did not apply, drift a person must look at, an unpatched install
     CONFIG = 2  # bad arguments, configuration, environment or paths
     INTEGRITY = 3  # a hash mismatch, a corrupt or unsafe archive, a wheel that fails verify
+    UNVERIFIED = 4  # cannot be verified here: the pinned upstream wheel the check derives from is not at hand
+    TAKEN_ON_TRUST = 5  # nothing contradicts it, and part of it could not be derived here (a JIT module not rebuilt)
     INTERRUPTED = 130  # Ctrl-C (SIGINT), as a shell reports a command it killed: 128 + 2
+    TERMINATED = 143  # SIGTERM (kill, systemd, a CI runner's cancel): 128 + 15
 
 
 class OverlayError(Exception):
@@ -71,9 +74,15 @@ class Refused(PatchError):
 
 
 class Interrupted(OverlayError):
-    """Ctrl-C (SIGINT): the command stopped where it was; what it writes whole was not written (exit 130)."""
+    """Ctrl-C (SIGINT, exit 130) or SIGTERM (exit 143): the command stopped where it was; what it writes whole
+    was not written, and its temporaries were removed."""
 
     exit_code = Exit.INTERRUPTED
+
+    def __init__(self, message: str, *, terminated: bool = False, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        if terminated:
+            self.exit_code = Exit.TERMINATED
 
 
 class TimedOut(OverlayError):
@@ -92,6 +101,22 @@ class IntegrityError(OverlayError):
     """A hash mismatch, or a corrupt or unsafe archive (exit 3)."""
 
     exit_code = Exit.INTEGRITY
+
+
+class Unverified(OverlayError):
+    """Cannot be verified here: what the wheel must equal (the build made again from the pinned upstream
+    wheel with this checkout's series and overlay) cannot be had, so nothing vouches for it (exit 4).
+
+    Never a pass: a digest the wheel carries about itself is no anchor.
+    """
+
+    exit_code = Exit.UNVERIFIED
+
+
+class TakenOnTrust(OverlayError):
+    """Nothing contradicts a file, and it could not be derived here: it would be taken on its builder's word (exit 5)."""
+
+    exit_code = Exit.TAKEN_ON_TRUST
 
 
 class HashMismatchError(IntegrityError):

@@ -2,14 +2,22 @@
 
 Every other module that writes a file or a directory it must not leave half-written goes
 through here: the dist dir (a build of several wheels changes it completely or not at all), the
-cache's UNPINNED-SHA256SUMS, the static index, a refreshed series.
+cache's UNPINNED-SHA256SUMS and download folders, the static index, a refreshed series.
+
+A temporary that AtomicWrites or a download makes is held by an exclusive flock(2) on a descriptor of
+its own for as long as it lives; the kernel drops the lock when its process ends, however it ends. So
+a temporary no process holds is one a killed process left (SIGKILL, a power loss: SIGTERM and Ctrl-C
+remove theirs on the way out), and sweep removes exactly those, of its own naming pattern only.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -107,15 +115,103 @@ def staging_dir(target: Path) -> Path:
     return staged
 
 
+# --- temporaries held while they live, and swept once their process is gone ----------------------------
+
+# tempfile's names: the prefix, 8 characters of [a-z0-9_] (tempfile._RandomNameSequence), the suffix.
+_RANDOM = r"[a-z0-9_]{8}"
+LANDING = re.compile(rf"\.(?:.+\.whl|{SHA256SUMS})\.{_RANDOM}\.tmp")  # AtomicWrites' names in a dist dir
+DOWNLOAD = re.compile(rf"\.download-{_RANDOM}")  # a download's folder in the cache (wheel/fetch.py)
+
+
+def held_temporary(directory: Path, prefix: str, suffix: str = "", *, folder: bool = False) -> tuple[Path, int | None]:
+    """A new temporary file (mode 0600) or folder in directory, and the descriptor that holds its lock (close it
+    once the temporary is gone or renamed; None where the file system takes no flock, and then sweep takes
+    none either). Made again where a sweep took it between its making and its lock."""
+    while True:
+        if folder:
+            path = Path(tempfile.mkdtemp(dir=directory, prefix=prefix, suffix=suffix))
+        else:
+            fd, name = tempfile.mkstemp(dir=directory, prefix=prefix, suffix=suffix)
+            os.close(fd)
+            path = Path(name)
+        try:
+            lock = _lock(path)
+        except BlockingIOError:
+            continue  # a sweep holds it this instant, and removes it
+        except FileNotFoundError:
+            continue  # a sweep removed it already
+        if lock is None or _names(path, lock):
+            return path, lock
+        os.close(lock)  # a sweep removed it after its lock was taken and before ours
+
+
+def sweep(directory: Path, pattern: re.Pattern[str]) -> list[Path]:
+    """Remove the temporaries in directory whose name fullmatches pattern and whose lock no process holds
+    (their process is gone); return what was removed. Nothing else is touched, also not an unheld file of
+    that name on a file system without flock (its lock cannot be taken, so it is kept)."""
+    removed: list[Path] = []
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for entry in entries:
+        if not pattern.fullmatch(entry.name) or entry.is_symlink():
+            continue
+        path = Path(entry.path)
+        try:
+            lock = _lock(path)
+        except OSError:  # held by a live process, gone, or unreadable: not ours to judge
+            continue
+        if lock is None:
+            continue
+        try:
+            if _names(path, lock):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(path)
+        except OSError:  # not removable here (permissions): left, as a sweep never fails the command
+            pass
+        finally:
+            os.close(lock)
+    return removed
+
+
+def _lock(path: Path) -> int | None:
+    """A descriptor of path holding its exclusive lock; BlockingIOError where another holds it, None where the
+    file system takes no flock(2)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
+            return None
+        raise
+    return fd
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether path still names the file fd has open (flock's lock-file check: a sweep may have removed it)."""
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
 class AtomicWrites:
     """Files written under temporary names and renamed into place only when every one is done.
 
-    A build of several targets either changes the dist dir completely or not at all.
+    A build of several targets either changes the dist dir completely or not at all. Each temporary is
+    held (held_temporary) until it is renamed or removed, so that a later build sweeps it only if this
+    process died before it could (sweep(directory, LANDING)).
     """
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._pending: list[tuple[Path, Path]] = []
+        self._locks: list[int] = []
         self._made: list[Path] = []  # directories this object created, removed again if nothing lands
 
     def __enter__(self) -> AtomicWrites:
@@ -127,11 +223,12 @@ class AtomicWrites:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._made += missing  # deepest first, the order rmdir needs
         try:
-            fd, temp = tempfile.mkstemp(dir=self.directory, prefix=f".{name}.", suffix=".tmp")
+            temp, lock = held_temporary(self.directory, f".{name}.", ".tmp")
         except OSError as exc:  # read-only, not ours: name the directory, not the temporary name it refused
             raise OSError(exc.errno, exc.strerror, str(self.directory)) from exc
-        self._pending.append((Path(temp), self.directory / name))
-        return os.fdopen(fd, "wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
+        self._pending.append((temp, self.directory / name))
+        self._locks += [] if lock is None else [lock]
+        return temp.open("wb", buffering=CHUNK)  # plain buffered file: NamedTemporaryFile wraps every write
 
     def commit(self) -> None:
         mode = 0o666 & ~_umask()  # mkstemp makes 0600 files; a wheel is read by whoever installs it
@@ -140,12 +237,19 @@ class AtomicWrites:
             os.replace(temp, final)
         self._pending.clear()
         self._made.clear()
+        self._release()
+
+    def _release(self) -> None:
+        for lock in self._locks:
+            os.close(lock)
+        self._locks.clear()
 
     def __exit__(self, exc_type: object, exc: BaseException | None, traceback: object) -> None:
         writing = self._pending[-1][1] if self._pending else self.directory
         for temp, _ in self._pending:  # not committed: an error happened, leave the directory as it was
             temp.unlink(missing_ok=True)
         self._pending.clear()
+        self._release()
         for directory in self._made:
             try:
                 directory.rmdir()

@@ -38,7 +38,9 @@ def real_args(tmp_path: Path, wheelhouse: Path | None = None) -> list[str]:
 
 @pytest.mark.upstream
 def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
-    """SGLang 0.5.12 took the fix in its own form: every series says drop me, and why."""
+    """SGLang 0.5.12 took the fix in its own form: every series' 0001 says drop me, and why. (0.5.9's 0002, the
+    DSA indexer's split op, still merges there: 0.5.10-0.5.12 turn piecewise off for DSA models instead, and
+    0.5.15 took it, by its header.)"""
     code, out, err = run_cli(
         "drift",
         "--dist",
@@ -55,7 +57,9 @@ def test_real_sglang_series_are_obsolete_on_0_5_12(tmp_path: Path) -> None:
     doc = json.loads(out)
     assert {c["series"] for c in doc["cells"]} >= {"0.5.8", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11"}
     for cell in doc["cells"]:
-        (patch,) = cell["patches"]
+        patch, *others = cell["patches"]
+        assert [(p["patch"], p["state"]) for p in others] == ([("0002-nsa-indexer-split-op.patch", "merges")]
+                                                            if cell["series"] == "0.5.9" else []), cell
         assert patch["state"] == "obsolete", cell["series"]
         assert [h["state"] for h in patch["hunks"]] == ["conflict"]
         assert "'from flashinfer import fp4_quantize', is nowhere in the file" in patch["reason"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -51,9 +53,11 @@ def test_the_pin_is_the_public_version_and_the_file_s_digest(stack: str, pin: st
     assert cubins.requirement(_stack(stack), PATCHES) == (pin.split(" ")[0] if pin else None)
     step = cubins.install_step(_stack(stack), Tool(), PATCHES)
     assert (step.stdin if step else None) == pin
-    if step is not None:  # pip's hash-checking mode, the hashed line read as a requirements file
+    if step is not None:  # pip's hash-checking mode, the hashed line read as a requirements file, on a download
         assert step.argv[-3:] == ("--require-hashes", "-r", "/dev/stdin")
-        assert step.shell == f"printf '%s\\n' '{pin}' | pip install --no-deps --require-hashes -r /dev/stdin"
+        assert step.shell == (f"printf '%s\\n' '{pin}' | pip install --force-reinstall --no-deps --require-hashes "
+                              f"-r /dev/stdin")
+        assert cubins.first_of([step], _stack(stack), Tool(), PATCHES) == [step, step]  # before every other step
 
 
 def test_pip_refuses_a_file_that_is_not_the_pinned_one(tmp_path: Path) -> None:
@@ -126,3 +130,32 @@ def test_artifacts_are_the_headers_and_checksums_without_the_cubins(tmp_path: Pa
     other.write_bytes(b"edited")
     with pytest.raises(HashMismatchError):
         cubin_pins.artifacts(other, pin, tmp_path / "elsewhere")
+
+
+def test_verify_knows_the_pinned_cubin_mirror_for_what_it_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`verify dist/*.whl` after `index --cubins`: the mirrored cubin wheel is upstream's file, no build of this
+    tool (no provenance, not in SHA256SUMS), held to its pin: ok. Before, verify raised a supply-chain alarm
+    about it (not in SHA256SUMS, "not a wheel built by nvfp4-overlay", exit 3)."""
+    patches, wheel = _synthetic(tmp_path)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    shutil.copy(wheel, dist)
+    (dist / "SHA256SUMS").write_text("")  # the build's list, which never names the mirror
+    assert main(["verify", "--json", "--patches-dir", str(patches), str(dist / wheel.name)]) == Exit.OK
+    (verdict,) = json.loads(capsys.readouterr().out)["wheels"]
+    assert verdict["ok"] and verdict["checked_against"] == "pin" and "the pinned flashinfer-cubin==0.6.8.post1" in verdict["notes"][0]
+
+
+@pytest.mark.parametrize("swap", ["edited", "unpinned"])
+def test_verify_refuses_a_cubin_wheel_that_is_not_the_pinned_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                   swap: str) -> None:
+    patches, wheel = _synthetic(tmp_path)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    version = "0.6.8.post1" if swap == "edited" else "0.6.9"
+    other = write_wheel(dist, "flashinfer-cubin", version, {"flashinfer_cubin/__init__.py": "# another\n"})
+    assert main(["verify", "--json", "--patches-dir", str(patches), str(other)]) == Exit.INTEGRITY
+    (verdict,) = json.loads(capsys.readouterr().out)["wheels"]
+    found = (rf"{re.escape(str(other))}: sha256 \w+ is not {hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+             if swap == "edited" else r"pins no flashinfer-cubin file of that name")
+    assert not verdict["ok"] and re.search(found, verdict["problems"][0]), verdict

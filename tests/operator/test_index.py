@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from helpers import OVERLAY, PATCHES, ROOT, cache_dir, cli_args, write_wheel
+from packaging.utils import canonicalize_name
 
 from nvfp4_overlay import cli
 
@@ -52,7 +53,22 @@ def uv_install(index: str, requirement: str, venv: Path) -> subprocess.Completed
 
 
 def index_args(layout: dict[str, Path], *extra: str) -> list[str]:
-    return ["--dist-dir", str(layout["dist"]), "--patches-dir", str(layout["patches"]), *extra]
+    """index over the layout's dist dir, every wheel verified against the pins in its wheelhouse, offline."""
+    return ["--dist-dir", str(layout["dist"]), "--patches-dir", str(layout["patches"]), "--overlay-dir",
+            str(layout["overlay"]), "--cache-dir", str(layout["cache"]), "--wheelhouse", str(layout["wheelhouse"]),
+            "--offline", *extra]
+
+
+def add_built(layout: dict[str, Path], name: str, version: str, files: dict[str, str | bytes], **kw: str) -> Path:
+    """Another release pinned in the layout (an empty series) and built into its dist dir: a wheel index publishes."""
+    wheel = write_wheel(layout["wheelhouse"], name, version, files, **kw)  # type: ignore[arg-type]
+    series = layout["patches"] / canonicalize_name(name) / version
+    series.mkdir(parents=True)
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (series / "upstream.toml").write_text(f'revision = 1\n[[wheel]]\nfilename = "{wheel.name}"\nsha256 = "{digest}"\n')
+    (series / "series").write_text("")
+    assert cli.main(["build", *cli_args(layout, "--quiet"), f"{name}=={version}"]) == 0
+    return next(layout["dist"].glob(f"{wheel.name.split('-')[0]}-{version}+*.whl"))
 
 
 @contextlib.contextmanager
@@ -80,7 +96,8 @@ def built(project: Layout) -> dict[str, Path]:
 def test_index_links_every_wheel_beside_its_page(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     dist = built["dist"]
     # A second project whose name needs normalizing (PEP 503: runs of -_. become -, lower case).
-    write_wheel(dist, "Other_Pkg.Tools", "3.1+nvfp4.1", {"other/__init__.py": ""}, extra_metadata="Requires-Python: >=3.10")
+    add_built(built, "Other_Pkg.Tools", "3.1", {"other/__init__.py": ""}, extra_metadata="Requires-Python: >=3.10")
+    capsys.readouterr()
     assert cli.main(["index", *index_args(built, "--json")]) == 0
     document = json.loads(capsys.readouterr().out)
     simple = dist / "simple"
@@ -116,7 +133,7 @@ def test_metadata_files_match_the_wheel_s_metadata(built: dict[str, Path]) -> No
 
 def test_reindexing_drops_wheels_that_are_gone(built: dict[str, Path]) -> None:
     dist = built["dist"]
-    extra = write_wheel(dist, "gone", "1.0", {"gone.py": ""})
+    extra = add_built(built, "gone", "1.0", {"gone.py": ""})
     assert cli.main(["index", *index_args(built, "--quiet")]) == 0
     assert (dist / "simple" / "gone" / extra.name).exists()
     extra.unlink()
@@ -131,7 +148,10 @@ def test_a_wheel_changed_after_the_build_is_refused(built: dict[str, Path], caps
     with wheel.open("ab") as f:
         f.write(b"\0")  # still a readable zip: the end of central directory is found by scanning
     assert cli.main(["index", *index_args(built)]) == 3
-    assert "wheels changed since they were built, refused:\n  demo-1.0+nvfp4.2-py3-none-any.whl: " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "index: refused, nothing was published; it publishes only wheels SHA256SUMS lists and verify passes:\n" in err
+    assert "  demo-1.0+nvfp4.2-py3-none-any.whl: sha256 " in err
+    assert "the file changed after the build wrote it" in err
     assert not (built["dist"] / "simple").exists()
 
 
@@ -144,7 +164,7 @@ def test_an_empty_dist_dir_is_a_configuration_error(project: Layout, capsys: pyt
 
 def test_versions_are_listed_by_version_not_by_string(built: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     for version in ("0.6.10", "0.6.2", "0.6.2.post1"):
-        write_wheel(built["dist"], "flashinfer-python", f"{version}+nvfp4.1", {"flashinfer/__init__.py": ""})
+        add_built(built, "flashinfer-python", version, {"flashinfer/__init__.py": ""})
     assert cli.main(["index", *index_args(built)]) == 0
     assert "  flashinfer-python: 0.6.2+nvfp4.1, 0.6.2.post1+nvfp4.1, 0.6.10+nvfp4.1\n" in capsys.readouterr().out
     page = (built["dist"] / "simple" / "flashinfer-python" / "index.html").read_text()
@@ -160,13 +180,19 @@ def test_index_prints_the_install_line_of_each_stack_it_holds(built: dict[str, P
     assert f"  pip install --no-deps --index-url {url} demo==1.0+nvfp4.2\n" in out
 
 
-def test_build_refreshes_the_index_it_finds_in_the_dist_dir(built: dict[str, Path]) -> None:
+def test_build_refreshes_the_index_it_finds_in_the_dist_dir(built: dict[str, Path],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """With what index would publish: the new build; the old one, which this checkout no longer builds and so
+    cannot verify, is left out and named."""
     assert cli.main(["index", *index_args(built, "--quiet")]) == 0
     toml = built["patches"] / "demo" / "1.0" / "upstream.toml"
     toml.write_text(toml.read_text().replace("revision = 2", "revision = 3"))
+    capsys.readouterr()
     assert cli.main(["build", *cli_args(built, "--quiet")]) == 0
     page = (built["dist"] / "simple" / "demo" / "index.html").read_text()
-    assert "demo-1.0%2Bnvfp4.3-py3-none-any.whl" in page and "demo-1.0%2Bnvfp4.2-py3-none-any.whl" in page
+    assert "demo-1.0%2Bnvfp4.3-py3-none-any.whl" in page and "demo-1.0%2Bnvfp4.2-py3-none-any.whl" not in page
+    assert ("warning: the index " in (err := capsys.readouterr().err) and "leaves out demo-1.0+nvfp4.2-py3-none-any.whl: "
+            "cannot be verified here: it is labelled 1.0+nvfp4.2, and this checkout builds demo==1.0 as 1.0+nvfp4.3") in err
 
 
 @pytest.mark.parametrize("root", ["dist", "dist/simple", "file"], ids=["served-at-dist", "served-at-simple", "file-url"])

@@ -9,9 +9,11 @@ The full sets are built by `make jit-cache GPU=...` (docs/bench.md says how long
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import build_one, cache_dir
+from helpers import build_one, cache_dir, sources_digest
 
 from nvfp4_overlay.cli import main
 from nvfp4_overlay.operate import jit_doctor
 from nvfp4_overlay.operate.installed import Finding
 from nvfp4_overlay.patch import Target, load_upstream
+from nvfp4_overlay.records import hash_of as record_hash
 from nvfp4_overlay.wheel.jit_toolkit import find_toolkit
-from nvfp4_overlay.wheel.metadata import record_hash
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch,
               pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),
@@ -182,3 +184,153 @@ def test_doctor_with_and_without_the_cache(built: dict[str, Path], tmp_path: Pat
     jit_doctor.judge({**fact, "gpu": "sm90", "torch_cuda": "12.8"}, "sglang-0.5.11", on_hopper)
     assert any("built for sm120, this node's GPU is sm90" in p for p in on_hopper.problems)
     assert any("built with CUDA 13, this torch is CUDA 12.8" in p for p in on_hopper.problems)
+
+
+# --- the cache anchored: builds reproducible, verify and doctor hold each module to the one built here ---------
+
+
+def _rewritten(wheel: Path, dest: Path, *, provenance: bool, sums: bool = True) -> Path:
+    """The cache wheel with its module edited, as an attacker who can rewrite any byte would: RECORD's row made to
+    match, and (provenance) the provenance's sha256 of the module too; (sums) SHA256SUMS beside it rewritten, the
+    patched wheel it names beside it as well."""
+    member = f"flashinfer_jit_cache/jit_cache/{MODULE}/{MODULE}.so"
+    out = dest / wheel.name
+    with zipfile.ZipFile(wheel) as zin:
+        data = bytearray(zin.read(member))
+        data[-1] ^= 0xFF
+        files = {i.filename: zin.read(i.filename) for i in zin.infolist()}
+    files[member] = bytes(data)
+    doc_name = next(n for n in files if n.endswith("NVFP4_OVERLAY_JIT_CACHE.json"))
+    if provenance:
+        doc = json.loads(files[doc_name])
+        doc["modules"][MODULE]["sha256"] = hashlib.sha256(data).hexdigest()
+        files[doc_name] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+    record_name = next(n for n in files if n.endswith("RECORD"))
+    rows = [r for r in files[record_name].decode().splitlines() if r.split(",")[0] not in (member, doc_name)]
+    rows += [f"{n},{record_hash(files[n])},{len(files[n])}" for n in (member, doc_name)]
+    files[record_name] = ("\n".join(sorted(rows)) + "\n").encode()
+    with zipfile.ZipFile(out, "w") as zout:
+        for name, content in files.items():
+            zout.writestr(name, content)
+    for sibling in wheel.parent.glob("flashinfer_python-*.whl"):
+        shutil.copy(sibling, dest)
+    if sums:
+        lines = [f"{hashlib.sha256(p.read_bytes()).hexdigest()}  {p.name}" for p in sorted(dest.glob("*.whl"))]
+        (dest / "SHA256SUMS").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_verify_builds_each_module_again_and_refuses_one_whose_provenance_was_rewritten_too(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    """Module, RECORD, provenance and SHA256SUMS all rewritten to agree: only the module built here from the same
+    inputs (the patched wheel beside it, held to the pinned upstream) tells; before the anchor, verify said ok."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["verify", str(built["wheel"]), "--patches-dir", str(ROOT / "patches"), "--json"]) == 0
+    (genuine,) = json.loads(out.getvalue())["wheels"]
+    assert genuine["verdict"] == "ok" and genuine["taken_on_trust"] == []
+    edited = _rewritten(built["wheel"], tmp_path, provenance=True)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["verify", str(edited), "--patches-dir", str(ROOT / "patches"), "--json"])
+    (verdict,) = json.loads(out.getvalue())["wheels"]
+    assert code == 3, verdict
+    assert any(f"{MODULE}.so: sha256" in p and "built here from the same inputs" in p for p in verdict["problems"])
+
+
+def test_verify_takes_a_module_it_cannot_build_again_on_trust(built: dict[str, Path], tmp_path: Path) -> None:
+    """The cache wheel without the patched wheel it was built from: nothing contradicts it, nothing here derives
+    it: TAKEN ON TRUST, exit 5, the module named with the reason and the fix."""
+    shutil.copy(built["wheel"], tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["verify", str(tmp_path / built["wheel"].name), "--patches-dir", str(ROOT / "patches"), "--json"])
+    (verdict,) = json.loads(out.getvalue())["wheels"]
+    assert code == 5 and verdict["verdict"] == "taken on trust" and not verdict["ok"]
+    (trusted,) = verdict["taken_on_trust"]
+    assert f"{MODULE}.so: taken on its builder's word: the patched wheel it was built from" in trusted
+
+
+def _installed(wheel: Path, root: Path) -> Path:
+    """The cache wheel installed as an installer lays it out (its files and dist-info with RECORD) under root."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(root)
+    return root
+
+
+@pytest.mark.parametrize("edit", ["after-install", "arrived-edited", "provenance-rewritten"])
+def test_doctor_refuses_an_edited_module_in_an_installed_cache(built: dict[str, Path], tmp_path: Path, edit: str) -> None:
+    """An edited module: changed after the install (its RECORD row tells), arrived edited with its RECORD row
+    rewritten (the provenance tells), or with the provenance rewritten too (the module this host built from the
+    same inputs tells). Each is an integrity failure, exit 3; doctor said nothing of it before."""
+    if edit == "after-install":
+        site = _installed(built["wheel"], tmp_path / "site")
+        so = site / "flashinfer_jit_cache" / "jit_cache" / MODULE / f"{MODULE}.so"
+        so.write_bytes(so.read_bytes()[:-1] + bytes([so.read_bytes()[-1] ^ 0xFF]))
+    else:
+        (tmp_path / "edited").mkdir()
+        edited = _rewritten(built["wheel"], tmp_path / "edited", provenance=edit == "provenance-rewritten")
+        site = _installed(edited, tmp_path / "site")
+    finding = Finding()
+    fact = jit_doctor.facts(sys.executable, env=_node_env([site, built["flashinfer"]], tmp_path))
+    jit_doctor.judge(fact, "sglang-0.5.11", finding, cache_dir())
+    assert finding.exit_code == 3, finding
+    expected = {"after-install": "differs from its RECORD row", "arrived-edited": "the wheel arrived edited",
+                "provenance-rewritten": "built here from the same inputs"}[edit]
+    assert any(MODULE in p and expected in p for p in finding.integrity), finding.integrity
+
+
+def test_doctor_anchors_a_genuine_cache_to_the_build_here_and_takes_it_on_trust_without_one(
+        built: dict[str, Path], tmp_path: Path) -> None:
+    site = _installed(built["wheel"], tmp_path / "site")
+    fact = jit_doctor.facts(sys.executable, env=_node_env([site, built["flashinfer"]], tmp_path))
+    anchored = Finding()
+    view = jit_doctor.judge(fact, "sglang-0.5.11", anchored, cache_dir())
+    assert view["anchored"] == [MODULE] and anchored.exit_code == 0, anchored
+    elsewhere = Finding()  # a node that never built it: nothing contradicts it, nothing here derives it
+    jit_doctor.judge(fact, "sglang-0.5.11", elsewhere, tmp_path / "empty-cache")
+    assert elsewhere.exit_code == 5 and not elsewhere.integrity
+    assert any(f"{MODULE}.so is taken on its builder's word" in t for t in elsewhere.trusted)
+
+
+# The flags a build adds to FlashInfer's command lines: each changes embedded names only (jit_build.py).
+NAME_FLAGS = re.compile(r"^(-Xcompiler=)?-ffile-prefix-map=<[a-z-]+>=/nvfp4-overlay/[a-z-]+$|^--keep$|^--keep-dir=<workspace>/keep/\w+$")
+
+
+def test_the_build_s_command_lines_are_upstream_s_plus_flags_that_change_names_only(built: dict[str, Path]) -> None:
+    provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
+    (stamp,) = cache_dir().glob(f"jit-cache/{provenance['flashinfer']['sha256'][:16]}-sm120-cuda*/modules/{MODULE}/build.json")
+    lines = json.loads(stamp.read_text())["command_lines"]
+    assert lines["removed"] == []  # nothing of upstream's build.ninja dropped or changed
+    assert lines["added"] and all(NAME_FLAGS.match(t) for t in lines["added"]), lines["added"]
+    assert provenance["modules"][MODULE]["reproducible"] is True
+
+
+def test_a_module_builds_to_the_same_bytes_in_another_directory_and_process(built: dict[str, Path],
+                                                                              tmp_path: Path) -> None:
+    """The same module built again under another cache dir (another tree path, workspace, pid): the same bytes,
+    and the whole cache wheel too. Kept under the cache dir by the build's key and the build code's digest."""
+    provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
+    probes = ROOT / "src" / "nvfp4_overlay" / "probes" / "flashinfer"
+    # the patched wheel too: the cache wheel's provenance names it (its sha256, its routed entry points)
+    key = hashlib.sha256(json.dumps([provenance["modules"][MODULE]["inputs"], provenance["toolchain"],
+                                     sources_digest(probes / "jit_build.py", probes / "jit_plan.py"),
+                                     hashlib.sha256(built["patched"].read_bytes()).hexdigest()]).encode()).hexdigest()
+    kept = cache_dir() / "jit-reproduce" / f"{key[:32]}.json"
+    if not kept.is_file():
+        other = tmp_path / "another" / "cache" / "dir"
+        other.mkdir(parents=True)
+        (other / "wheels").symlink_to(cache_dir() / "wheels")  # the pinned wheels it reads (SGLang's, the cubins)
+        dist = tmp_path / "dist"
+        dist.mkdir()
+        shutil.copy(built["patched"], dist)
+        assert main(["jit-cache", "--gpu", "sm120", "--module", MODULE, "--dist-dir", str(dist), "--cache-dir", str(other),
+                     "--patches-dir", str(ROOT / "patches"), "--quiet"]) == 0
+        (again,) = dist.glob("flashinfer_jit_cache-*.whl")
+        (so,) = other.glob(f"jit-cache/*/modules/{MODULE}/{MODULE}.so")
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({"module": hashlib.sha256(so.read_bytes()).hexdigest(),
+                                    "wheel": hashlib.sha256(again.read_bytes()).hexdigest()}))
+    found = json.loads(kept.read_text())
+    assert found["module"] == provenance["modules"][MODULE]["sha256"]
+    assert found["wheel"] == hashlib.sha256(built["wheel"].read_bytes()).hexdigest()

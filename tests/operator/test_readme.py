@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import ROOT, cache_dir, run_cli, write_wheel
+from helpers import ROOT, cache_dir, fresh_venv, run_cli, write_wheel
 from test_index import clean_env, http_server
 
 from nvfp4_overlay.cli.parser import parser
@@ -47,8 +47,7 @@ class World:
         self.tmp, self.server = tmp, server
         self.dist = tmp / "dist"
         self.venv = tmp / "serving"
-        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
-        self.python = str(self.venv / "bin" / "python")
+        self.python = fresh_venv(self.venv)
 
     def substitute(self, argv: list[str]) -> list[str]:
         table = {SERVING: self.python, "dist": str(self.dist), "dist/simple": str(self.dist / "simple"), FLEET: self.server}
@@ -182,7 +181,8 @@ def test_the_readme_top_to_bottom(tmp_path: Path) -> None:
             handler = next(h for match, h in RULES if match(argv))
             printed[number, shlex.join(argv)] = handler(world, argv)
     # The lines the README says `install` prints for the default stack are what it prints.
-    shown = next(block for block in blocks(README.read_text()) if block[0].startswith(SERVING + " -m pip install"))
+    shown = next(block for block in blocks(README.read_text()) if any(line.startswith(SERVING + " -m pip install")
+                                                                      for line in block))
     out = next(text for (_, line), text in printed.items()
                if line == f"python build_wheels.py install --python {SERVING}")
     check, *lines = [line.replace(world.python, SERVING).replace(str(world.dist), "dist")

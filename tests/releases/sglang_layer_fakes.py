@@ -261,6 +261,27 @@ def dsa_act_quant(tree_has: Callable[[str], bool]) -> None:
         importlib.import_module(name).act_quant = act_quant
 
 
+def flash_mla_metadata(module: Any) -> None:
+    """sgl-kernel's FlashMLA scheduler metadata (``sgl_kernel.flash_mla.get_mla_metadata``), which the NSA
+    backend computes eagerly for its decode kernel in ``init_forward_metadata``: the kernel's outputs,
+    int32 (num_sm_parts, 8) tile-scheduler metadata and (batch + 1) split counts, num_sm_parts as
+    get_mla_decoding_metadata derives it (SMs / KV heads / ceil(query tokens per KV head / 64)); zeros."""
+    import sys
+
+    from nvfp4_overlay.probes.sglang.sglang_imports import StubModule
+
+    def get_mla_metadata(cache_seqlens: Tensor, num_q_tokens_per_head_k: int, num_heads_k: int,
+                         num_heads_q: Any = None, is_fp8_kvcache: bool = False, topk: Any = None) -> tuple[Tensor, Tensor]:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        parts = max(sms // num_heads_k // -(-num_q_tokens_per_head_k // 64), 1)
+        return (torch.zeros((parts, 8), dtype=torch.int32, device=cache_seqlens.device),
+                torch.zeros(cache_seqlens.shape[0] + 1, dtype=torch.int32, device=cache_seqlens.device))
+
+    flash_mla = StubModule("sgl_kernel.flash_mla")
+    flash_mla.get_mla_metadata = get_mla_metadata  # type: ignore[attr-defined]
+    sys.modules["sgl_kernel.flash_mla"] = module.flash_mla = flash_mla
+
+
 SGLANG_FAKES: dict[str, Callable[[Callable[[str], bool]], None]] = {"dsa_act_quant": dsa_act_quant,
                                                                      "gdn_triton": gdn_triton,
                                                                      "qk_norm_rope_gate": qk_norm_rope_gate,
@@ -281,4 +302,5 @@ def torchada(module: Any) -> None:
 STAND_INS: dict[str, Callable[[Any], None]] = {"deep_gemm": deep_gemm, "torchada": torchada}
 EXTRA_FAKES: dict[str, Callable[[Any], None]] = {"kimi_k2_moe_fused_gate": kimi_k2_moe_fused_gate,
                                                  "moe_fused_gate": moe_fused_gate,
+                                                 "flash_mla_metadata": flash_mla_metadata,
                                                  "gemma_rmsnorm": gemma_rmsnorm}

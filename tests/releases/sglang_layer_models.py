@@ -89,6 +89,8 @@ class Model:
     stand_ins: tuple[str, ...] = ()  # absent packages as permissive stand-ins (sglang_layer_fakes.STAND_INS)
     attention_backend: str | None = None  # the runner's resolved one where the model's forward reads it (0.5.20 on)
     causal_lm: str = ""  # the model class whose determine_num_fused_shared_experts the server runs
+    quantization: str = "modelopt_fp4"  # the checkpoint's: ModelOpt NVFP4, or fp8 (block-scale, the probe's FP8_BLOCK)
+    whole: bool = False  # the whole causal LM through the runner's warm-up (sglang_layer_runner), not one layer
 
     def build(self, quant: Any) -> Any:
         """The layer, made under the checkpoint's dtype as default (BF16), as SGLang's model loader
@@ -226,6 +228,15 @@ def _deepseek_v3() -> Any:
         tie_word_embeddings=False, num_nextn_predict_layers=0)
 
 
+def _deepseek_v3_fp8() -> Any:
+    """DeepSeek-V3's own FP8 checkpoint, every linear block-quantized (128x128), MLA included: the widths
+    shrunk so that each GEMM's N is a multiple of 64 and its K of 128, as FlashInfer's SM90 block-scale GEMM
+    asks (rope 64: the fused q/kv-a projection 128 + 128 + 64), and as DeepSeek-V3's are."""
+    config = _deepseek_v3()
+    config.qk_rope_head_dim = 64
+    return config
+
+
 def _kimi_k2() -> Any:
     """Kimi-K2: DeepSeek-V3's architecture with 384 routed experts in one group, top-8, scale 2.827."""
     config = _deepseek_v3()
@@ -270,6 +281,7 @@ def _glm5() -> Any:
     config.n_group, config.topk_group = 1, 1
     config.index_n_heads, config.index_head_dim, config.index_topk = 4, 128, 64
     config.rope_scaling = None
+    config.pad_token_id = None  # an HF config's default (the whole model's embedding reads it)
     return config
 
 
@@ -294,6 +306,15 @@ MODELS: dict[str, Model] = {m.name: m for m in (
     Model("glm-5", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
           attention_backend="dsa", fakes=("dsa_act_quant",)),
+    Model("qwen3-moe-fp8", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe,
+          quantization="fp8"),
+    Model("qwen3-moe-mxfp8", "sglang.srt.models.qwen3_moe", "Qwen3MoeDecoderLayer", "Qwen3MoeForCausalLM", _qwen3_moe,
+          quantization="fp8-mxfp8"),
+    Model("deepseek-v3-fp8", DEEPSEEK, "DeepseekV2DecoderLayer", "DeepseekV3ForCausalLM", _deepseek_v3_fp8, layer_id=1,
+          causal_lm=DEEPSEEK + ".DeepseekV2ForCausalLM", fakes=("moe_fused_gate",), quantization="fp8"),
+    Model("glm-5-model", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, exclude=MLA_BF16,
+          causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM", stand_ins=("deep_gemm",),
+          attention_backend="dsa", fakes=("dsa_act_quant", "flash_mla_metadata"), whole=True),
     Model("glm-5+torchada", DEEPSEEK, "DeepseekV2DecoderLayer", "GlmMoeDsaForCausalLM", _glm5, layer_id=1,
           exclude=MLA_BF16, causal_lm="sglang.srt.models.glm4_moe.GlmMoeDsaForCausalLM",
           stand_ins=("deep_gemm", "torchada"), attention_backend="dsa"),

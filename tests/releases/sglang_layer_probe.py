@@ -48,152 +48,30 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
+import sglang_layer_runner  # noqa: E402
 import torch  # noqa: E402
 from sglang_layer_fakes import EXTRA_FAKES, SGLANG_FAKES, STAND_INS  # noqa: E402
+from sglang_layer_kernels import jit_topk_fake, sgl_kernel_fakes  # noqa: E402
 from sglang_layer_models import DEFAULT, Model, model  # noqa: E402
+from sglang_layer_server import (  # noqa: E402, F401 - CHECKPOINTS, fp8_gemm_config, prefill_graph_config, single_rank_dp_attention: the GPU proofs' and the pin probe's
+    CHECKPOINTS,
+    checkpoint_config,
+    fp8_gemm_config,
+    prefill_graph_config,
+    serve,
+    single_rank_dp_attention,
+)
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_moe, sglang_regions  # noqa: E402
 
 Tensor = torch.Tensor
 # SGLang modules the layer runs, imported for real (an import error is the probe's, not a stand-in)
 LAYER_NEEDS = ("sglang.srt.layers.communicator", "sglang.srt.layers.flashinfer_comm_fusion")
-# --enable-flashinfer-allreduce-fusion, as the releases set it: the flag, and from 0.5.14 the backend the
-# flag stands for (its server_args maps the deprecated flag to --flashinfer-allreduce-fusion-backend auto)
-ALLREDUCE_FUSION = {"enable_flashinfer_allreduce_fusion": True, "flashinfer_allreduce_fusion_backend": "auto"}
 # Where the communicator's gate of the fused all-reduce + RMSNorm lives: 0.5.8-0.5.20, then 0.5.21's
 FUSION_GATES = ("sglang.srt.layers.communicator", "sglang.srt.layers.layer_boundary.residual.add_norm")
 TOKENS = 8  # the prefill batch compiled
 # Where SGLang's JIT QK-norm kernel and its cache_once check live: 0.5.8-0.5.16, then 0.5.17's
 QK_NORM_CHECKS = ("sglang.jit_kernel.norm", "sglang.kernels.ops.layernorm.norm")
-BOUNDARY_REDUCTION = "sglang.srt.arg_groups.boundary_reduction"  # 0.5.21 on: resolved before the model is built
-
-
-def sgl_kernel_fakes(module: Any) -> None:
-    """sgl-kernel's functions the layer calls, as opaque custom ops with fakes, on the stand-in module."""
-    @torch.library.custom_op("sglfake::rmsnorm", mutates_args=())
-    def _rms(x: Tensor, w: Tensor, eps: float) -> Tensor:
-        return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), w.float(), eps).to(x.dtype)
-
-    @torch.library.custom_op("sglfake::fused_add_rmsnorm", mutates_args=("x", "residual"))
-    def _add_rms(x: Tensor, residual: Tensor, w: Tensor, eps: float) -> None:
-        residual.add_(x)
-        x.copy_(torch.nn.functional.rms_norm(residual.float(), (x.shape[-1],), w.float(), eps).to(x.dtype))
-
-    @torch.library.custom_op("sglfake::silu_and_mul", mutates_args=())
-    def _silu_and_mul(x: Tensor) -> Tensor:
-        half = x.shape[-1] // 2
-        return torch.nn.functional.silu(x[..., :half]) * x[..., half:]
-
-    @torch.library.custom_op("sglfake::rotary_embedding", mutates_args=("query", "key"))
-    def _rope(positions: Tensor, query: Tensor, key: Tensor, head_size: int, cos_sin_cache: Tensor,
-              is_neox: bool) -> None:
-        return None
-
-    @torch.library.custom_op("sglfake::topk_softmax", mutates_args=("topk_weights", "topk_ids"))
-    def _topk_softmax(topk_weights: Tensor, topk_ids: Tensor, gating_output: Tensor, renormalize: bool) -> None:
-        weights, ids = torch.topk(gating_output.float().softmax(-1), topk_weights.shape[-1], dim=-1)
-        topk_weights.copy_(weights)
-        topk_ids.copy_(ids)
-
-    _rms.register_fake(lambda x, w, eps: torch.empty_like(x))
-    _add_rms.register_fake(lambda x, residual, w, eps: None)
-    _silu_and_mul.register_fake(lambda x: x.new_empty((*x.shape[:-1], x.shape[-1] // 2)))
-    _rope.register_fake(lambda positions, query, key, head_size, cos_sin_cache, is_neox: None)
-    _topk_softmax.register_fake(lambda topk_weights, topk_ids, gating_output, renormalize: None)
-    ops = torch.ops.sglfake
-
-    def rmsnorm(input: Tensor, weight: Tensor, eps: float = 1e-6, out: Any = None, enable_pdl: Any = None) -> Tensor:
-        result = ops.rmsnorm(input, weight, eps)
-        return out.copy_(result) if out is not None else result
-
-    def fused_add_rmsnorm(input: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6,
-                          enable_pdl: Any = None) -> None:
-        ops.fused_add_rmsnorm(input, residual, weight, eps)
-
-    def silu_and_mul(input: Tensor, out: Any = None, *args: Any, **kwargs: Any) -> Tensor:
-        result = ops.silu_and_mul(input)
-        return out.copy_(result) if out is not None else result
-
-    def rotary_embedding(positions: Tensor, query: Tensor, key: Tensor, head_size: int, cos_sin_cache: Tensor,
-                         is_neox: bool) -> None:
-        ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)
-
-    def apply_rope_with_cos_sin_cache_inplace(positions: Tensor, query: Tensor, key: Tensor, head_size: int,
-                                              cos_sin_cache: Tensor, is_neox: bool = True, **kwargs: Any) -> None:
-        ops.rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)  # 0.5.8's rope
-
-    def topk_softmax(topk_weights: Tensor, topk_ids: Tensor, gating_output: Tensor, renormalize: bool = False,
-                     *args: Any, **kwargs: Any) -> None:
-        ops.topk_softmax(topk_weights, topk_ids, gating_output, renormalize)
-
-    for fn in (rmsnorm, fused_add_rmsnorm, silu_and_mul, rotary_embedding, apply_rope_with_cos_sin_cache_inplace,
-               topk_softmax):
-        setattr(module, fn.__name__, fn)
-
-
-# SGLang's triton router (0.5.15 on, the CUDA top-k of a softmax MoE gate): where each release keeps it
-MOE_FUSED_GATE = ("sglang.jit_kernel.moe_fused_gate", "sglang.kernels.ops.moe.moe_fused_gate")
-
-
-def jit_topk_fake(ctx: Any) -> None:
-    """SGLang's triton router `moe_fused_gate` (triton absent here) as an opaque custom op with a fake, on
-    the module the top-k imports it from while traced: the softmax top-k, computed on the CPU."""
-    @torch.library.custom_op("sglfake::moe_fused_gate", mutates_args=())
-    def _gate(scores: Tensor, topk: int, renormalize: bool) -> tuple[Tensor, Tensor]:
-        weights, ids = torch.topk(scores.float().softmax(-1), topk, dim=-1)
-        return (weights / weights.sum(-1, keepdim=True) if renormalize else weights), ids.to(torch.int32)
-
-    _gate.register_fake(lambda scores, topk, renormalize: (
-        scores.new_empty((scores.shape[0], topk), dtype=torch.float32),
-        scores.new_empty((scores.shape[0], topk), dtype=torch.int32)))
-
-    def moe_fused_gate(scores: Tensor, bias: Any, topk: int, scoring_func: str = "sigmoid",
-                       num_fused_shared_experts: int = 0, renormalize: bool = True, *args: Any,
-                       **kwargs: Any) -> tuple[Tensor, Tensor]:
-        return torch.ops.sglfake.moe_fused_gate(scores, topk, renormalize)  # type: ignore[no-any-return]
-
-    for name in MOE_FUSED_GATE:
-        if ctx.has(name.replace(".", "/") + ".py"):
-            importlib.import_module(name).moe_fused_gate = moe_fused_gate
-
-
-def prefill_graph_config(ctx: Any) -> None:
-    """0.5.14 on: the server's CUDA graph settings at the release's defaults, prefill on tc_piecewise (the
-    layers read them; sglang_drivers.serve leaves resolution out, which fills them)."""
-    config = "sglang.srt.model_executor.cuda_graph_config"
-    if not ctx.has(config.replace(".", "/") + ".py"):
-        return
-    module = importlib.import_module(config)
-    settings = module.default_cuda_graph_config()
-    settings.prefill.backend = module.Backend.TC_PIECEWISE
-    context = importlib.import_module("sglang.srt.runtime_context") if ctx.has("sglang/srt/runtime_context.py") else None
-    args = getattr(getattr(context, "_CONTEXT", None), "_server_args", None)
-    if args is None:
-        args = importlib.import_module("sglang.srt.server_args").get_global_server_args()
-    object.__setattr__(args, "cuda_graph_config", settings)
-    if context is not None and hasattr(context, "SpawnRanks"):  # 0.5.21 on: the bags are snapshots taken at publish
-        context.publish(args, role="scheduler", ranks=context.SpawnRanks(world_rank=0, gpu_id=0))
-    elif context is not None and hasattr(context, "publish"):
-        context.publish(args, role="scheduler")
-
-
-def single_rank_dp_attention() -> None:
-    """dp_attention's globals as initialize_dp_attention sets them for one GPU, no DP attention."""
-    module = importlib.import_module("sglang.srt.layers.dp_attention")
-    for name, value in {"_ATTN_DP_RANK": 0, "_ATTN_DP_SIZE": 1, "_LOCAL_ATTN_DP_SIZE": 1, "_LOCAL_ATTN_DP_RANK": 0,
-                        "_ENABLE_DP_ATTENTION_FLAG": False, "_ATTN_TP_RANK": 0, "_ATTN_TP_SIZE": 1}.items():
-        setattr(module, name, value)
-
-
-def nvfp4_config(ctx: Any, chosen: Model) -> Any:
-    """The checkpoint's ModelOpt NVFP4 config, with the model's excluded (BF16) modules."""
-    if not chosen.exclude:
-        return sglang_drivers.modelopt_fp4_config(ctx)
-    hf = {"quantization": {**sglang_drivers.HF_NVFP4["quantization"], "exclude_modules": list(chosen.exclude)}}
-    config = ctx.module(sglang_drivers.MODELOPT).ModelOptFp4Config.from_config(hf)
-    if getattr(config, "packed_modules_mapping", None) is None:
-        config.packed_modules_mapping = {}
-    return config
 
 
 def cuda_runtime() -> bool:
@@ -204,15 +82,6 @@ def cuda_runtime() -> bool:
     if found:
         ctypes.CDLL(str(found[0]))
     return bool(found)
-
-
-def resolved(ctx: Any, chosen: Model) -> dict[str, Any]:
-    """The server arguments a release resolves from the model's HF config before the model is built, as
-    its own resolution computes them: from 0.5.21 the FFN boundary reduction (`boundary_reduction` auto:
-    its model_boundary_reduction of the config, which its layer_boundary factories require resolved)."""
-    if not ctx.has(BOUNDARY_REDUCTION.replace(".", "/") + ".py"):
-        return {}
-    return {"boundary_reduction": ctx.module(BOUNDARY_REDUCTION).model_boundary_reduction(chosen.config())}
 
 
 def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: str, allreduce_fusion: bool,
@@ -251,11 +120,14 @@ def build(sglang_tree: str, flashinfer_tree: str, cc: tuple[int, int], backend: 
             SGLANG_FAKES[name](lambda relative: os.path.isfile(os.path.join(sglang_tree, relative)))
     gpu.refresh()
     ctx = sglang_drivers.Context(sglang_tree, cc, torch, os.environ["FLASHINFER_WORKSPACE_BASE"])
-    sglang_drivers.serve(ctx, backend, {**(ALLREDUCE_FUSION if allreduce_fusion else {}), **resolved(ctx, chosen)})
-    prefill_graph_config(ctx)
+    serve(ctx, chosen, backend, allreduce_fusion, TOKENS)
     jit_topk_fake(ctx)
-    single_rank_dp_attention()
-    quant = nvfp4_config(ctx, chosen)
+    if chosen.whole:  # the whole model, through the runner's warm-up with the server's backend (sglang_layer_runner)
+        runner = sglang_layer_runner.made(ctx, chosen, cc, checkpoint_config)
+        gpu.for_tracing()
+        builds.restore()
+        return ctx, runner, runner.model.quant_config, chosen
+    quant = checkpoint_config(ctx, chosen)
     layer = chosen.build(quant)
     sglang_drivers.ones(layer, torch)
     for module in layer.modules():
@@ -374,7 +246,7 @@ def compile_layer(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, 
     one_rank_world(os.getcwd())
     fake_gpu_inlined()  # after init_process_group, which clears dynamo's rule maps
     decode_graphs_asked(ctx, chosen)
-    warmed_up(layer)
+    warmed_up(layer.model if chosen.whole else layer)
     os.environ["SGLANG_CACHE_DIR"] = os.path.join(os.getcwd(), "sglang-cache")
     backends: list[Any] = []
     frames: set[str] = set()
@@ -385,15 +257,22 @@ def compile_layer(ctx: Any, layer: Any, quant: Any, chosen: Model) -> dict[str, 
         backends[-1](gm, example_inputs)
         raise _Traced
 
-    compilation.install_torch_compiled(layer, fullgraph=True, compile_config=config, graph_pool=object(),
+    compiled = layer.model.model if chosen.whole else layer  # the runner compiles the language model's model
+    compilation.install_torch_compiled(compiled, fullgraph=True, compile_config=config, graph_pool=object(),
                                        backend_factory=backend_factory)
     batch = extend_batch(TOKENS)
     out: dict[str, Any] = {"compiler": config.compiler, "split_ops": sorted(config.split_ops)}
     compiling = getattr(compilation, "set_compiled", contextlib.nullcontext)  # 0.5.8-0.5.9: the runner's switch too
     hidden = torch.randn(TOKENS, chosen.config().hidden_size, dtype=torch.bfloat16)
-    with piecewise_contexts(ctx, batch, layer, quant, chosen), compiling():
+    if chosen.whole:  # the runner's own warm-up forward: its batch, the backend's metadata, its forward context
+        contexts: Any = sglang_moe.piecewise(ctx)()
+        run = lambda: sglang_layer_runner.piecewise_runner(layer, TOKENS).warmup_torch_compile(num_tokens=TOKENS)  # noqa: E731
+    else:
+        contexts = piecewise_contexts(ctx, batch, layer, quant, chosen)
+        run = lambda: chosen.forward(layer, batch)(torch.arange(TOKENS), hidden)  # noqa: E731
+    with contexts, compiling():
         try:  # the model's own call of the layer, through the trampoline install_torch_compiled put on it
-            chosen.forward(layer, batch)(torch.arange(TOKENS), hidden)
+            run()
         except Exception as exc:  # noqa: BLE001 - the compile's end: ours (_Traced) or where dynamo gave up
             if not _caused_by(exc, _Traced):
                 text = str(exc)

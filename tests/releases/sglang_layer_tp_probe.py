@@ -57,6 +57,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import sglang_layer_probe as probe  # noqa: E402
+import sglang_layer_server  # noqa: E402
 import torch  # noqa: E402
 
 from nvfp4_overlay.probes import io_audit  # noqa: E402
@@ -221,7 +222,7 @@ def rank_main(args: argparse.Namespace) -> dict[str, Any]:
 
     sglang_drivers.serve = tp_serve
     sglang_drivers.single_process_parallel = lambda ctx: world.update(tp_world(args.tp, args.rank, args.store))
-    probe.single_rank_dp_attention = lambda: None  # initialize_dp_attention has run, in tp_world
+    sglang_layer_server.single_rank_dp_attention = lambda: None  # initialize_dp_attention has run, in tp_world
     built = probe.build(args.sglang_tree, args.flashinfer_tree, (args.major, args.minor), args.backend,
                         args.allreduce_fusion, probe.model(args.model))
     ctx, layer, _, chosen = built

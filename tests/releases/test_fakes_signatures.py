@@ -64,9 +64,10 @@ def test_fakes_and_cases_agree_with_the_signature(overlay: Any, release: str) ->
     assert "fp4_quantize" in found
     for name, params in found.items():
         assert overlay.disagreements(entries[name], params, Version(release)) == [], (release, name)
-        layout = types.SimpleNamespace(layout_128x4=0, layout_8x4=1, layout_linear=2)
-        rows = cases._TABLES[name](layout)
-        assert cases.applying(name, rows, set(params), release), (release, name)
+        if name in cases._TABLES:  # FlashInfer's own compile list has its cases in compile_cases.py, run by its probe
+            layout = types.SimpleNamespace(layout_128x4=0, layout_8x4=1, layout_linear=2)
+            rows = cases._TABLES[name](layout)
+            assert cases.applying(name, rows, set(params), release), (release, name)
         for param, since in entries[name].since.items():  # `since` is exact: not a guess
             assert (param in params) == (Version(release) >= Version(since)), (release, name, param, since)
 

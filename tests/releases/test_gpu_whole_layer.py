@@ -44,9 +44,8 @@ def traced(sglang: Path, flashinfer: Path, scratch: Path, compiler: str = "") ->
     """whole_layer.py --trace [--compiler C], kept in the result cache under the digest of its inputs."""
     import torch
 
-    key = _digest(*PROOF_FILES, ROOT / "tests" / "releases" / "sglang_layer_probe.py",
-                  ROOT / "tests" / "releases" / "sglang_layer_models.py", PROBES / "sglang", sglang,
-                  flashinfer)
+    layer_probe = sorted((ROOT / "tests" / "releases").glob("sglang_layer_*.py"))  # the layer probe and its modules
+    key = _digest(*PROOF_FILES, *layer_probe, PROBES / "sglang", sglang, flashinfer)
     kept = cache_dir() / "gpu-whole-layer" / f"{hashlib.sha256(f'{key}{torch.__version__}{compiler}'.encode()).hexdigest()[:32]}.json"
     if kept.is_file():
         return dict(json.loads(kept.read_text()))

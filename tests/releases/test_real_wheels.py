@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import OVERLAY, PATCHES, cache_dir
+from helpers import OVERLAY, PATCHES, cache_dir, fresh_venv
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.patch.manifest import load_stacks, load_upstream
@@ -85,8 +85,7 @@ def test_pip_install_replaces_upstream_and_satisfies_sglang_s_pin(default_stack:
     from packaging.version import Version
 
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
+    python = fresh_venv(venv)
     upstream = [cache_dir() / "wheels" / "flashinfer_python-0.6.8.post1-py3-none-any.whl",
                 *(cache_dir() / "wheels").glob(f"sglang-0.5.11-cp{sys.version_info[0]}{sys.version_info[1]}-*x86_64.whl")]
     pip = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--no-index"]

@@ -53,8 +53,8 @@ from nvfp4_overlay.wheel import fetch
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
 PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
-MODELS = Path(__file__).resolve().parent / "sglang_layer_models.py"
-FAKES = Path(__file__).resolve().parent / "sglang_layer_fakes.py"
+# The layer probe and every module of its own (models, fakes, kernels, server, runner): a run's inputs
+PROBE_FILES = tuple(p for p in sorted(PROBE.parent.glob("sglang_layer_*.py")) if p.name != "sglang_layer_tp_probe.py")
 PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
                  "sglang/sglang_moe", "forking", "io_audit")
 # Every release with a fullgraph prefill path (tc_piecewise is gone from 0.5.22); `make test` runs the
@@ -108,7 +108,7 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
     import torch
 
     probes = ROOT / "src" / "nvfp4_overlay" / "probes"
-    key = sources_digest(PROBE, MODELS, FAKES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
+    key = sources_digest(*PROBE_FILES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{options}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer" / f"{key}.json"
     if kept.is_file():
@@ -128,8 +128,13 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
 
 @pytest.fixture(scope="module")
 def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return release_trees(wheel_tree, tmp_path_factory)
+
+
+def release_trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """trees(release) -> the SGLang trees (upstream; patched where a series carries the release) and the
-    FlashInfer trees of its pin (upstream, patched, and the control without fp4_quantize's route)."""
+    FlashInfer trees of its pin (upstream, patched, and the control without fp4_quantize's route); the
+    fixture of each whole-layer test module."""
     made: dict[str, dict[str, Path]] = {}
 
     def get(release: str) -> dict[str, Path]:
@@ -189,7 +194,9 @@ def test_the_layer_table_holds_only_cases_the_test_runs() -> None:
         assert entry["flashinfer"] == PINS[release], release
         assert set(entry["cases"]) <= every[release], set(entry["cases"]) - every[release]
         for model, kept in entry.get("models", {}).items():  # each other target architecture's
-            runs = {c.id.removeprefix(f"{release}-{model}-") for c in model_cases(release, model)} if model in TARGETS else set()
+            if model not in TARGETS:  # a whole model's (test_sglang_seed.py) or an FP8 one's (test_sglang_layer_fp8.py)
+                continue
+            runs = {c.id.removeprefix(f"{release}-{model}-") for c in model_cases(release, model)}
             assert set(kept) <= runs, (release, model, set(kept) - runs)
 
 
@@ -207,7 +214,8 @@ def test_the_document_renders_the_committed_layer_table() -> None:
 # RAW_FP4. DeepSeek-V3's and GLM-5's MoE layers have none: attention BF16 as NVIDIA's NVFP4 checkpoints
 # leave it, the one shared expert fused into the 256 routed ones. And SGLang's is_musa where IS_MUSA,
 # unless torchada is importable (glm-5+torchada, run only there: before, it is glm-5's run).
-TARGETS = tuple(m for m in layer_models.MODELS if m != layer_models.DEFAULT)
+TARGETS = tuple(m for m, chosen in layer_models.MODELS.items()  # NVFP4 layers; FP8 and whole models have tests of their own
+                if m != layer_models.DEFAULT and not chosen.whole and chosen.quantization == "modelopt_fp4")
 FP4_LINEAR = {"deepseek-v3": False, "deepseek-v3-dense": True, "kimi-k2": True, "glm4-moe": True, "qwen3.5-moe": True,
               "qwen3.5-moe-linear": True, "glm-5": False, "glm-5+torchada": False}
 CUTLASS, TRTLLM = "flashinfer_cutlass", "flashinfer_trtllm"
@@ -284,7 +292,8 @@ def not_compiled(sglang: Path, release: str, name: str) -> str | None:
     indexers = [p.read_text() for p in (sglang / "sglang" / "srt" / "layers" / "attention").rglob("*.py")]
     if chosen.attention_backend == "dsa" and not any(f"def {op}(" in t for t in indexers for op in DSA_SPLITS):
         return (f"SGLang {release} has no split op around the DSA indexer: its piecewise graph traces the indexer "
-                "into the DSA attention backend, which the probe does not build")
+                "into the DSA attention backend, which a one-layer run does not build (test_sglang_seed.py "
+                "compiles GLM-5's whole model there)")
     return None
 
 

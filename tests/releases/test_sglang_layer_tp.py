@@ -45,8 +45,7 @@ pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("
 
 HERE = Path(__file__).resolve().parent
 TP_PROBE = HERE / "sglang_layer_tp_probe.py"
-INPUTS = (TP_PROBE, HERE / "sglang_layer_probe.py", HERE / "sglang_layer_models.py", HERE / "sglang_layer_fakes.py",
-          ROOT / "src" / "nvfp4_overlay" / "probes")
+INPUTS = (*sorted(HERE.glob("sglang_layer_*.py")), ROOT / "src" / "nvfp4_overlay" / "probes")  # the TP probe, the layer probe and its modules
 DEFAULT, LATER = default_sglang(), "0.5.20"
 SM120, SM100 = (12, 0), (10, 0)
 FUSION = "--allreduce-fusion"

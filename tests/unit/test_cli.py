@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -130,6 +131,7 @@ MISSING_PATH = {
     "propose": ["propose", "--dry-run", "--patches-dir", "/no/such/patches", "--offline"],
     "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "launch-table": ["launch-table", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 
@@ -327,6 +329,30 @@ def test_sigint_while_a_child_runs_is_exit_130_and_a_document(tmp_path: Path) ->
     assert b"Traceback" not in err
 
 
+def test_sigterm_while_a_child_runs_is_exit_143_and_a_document(tmp_path: Path) -> None:
+    """A real SIGTERM (kill, systemd, a CI runner's cancel), while doctor waits on its probe: handled as Ctrl-C
+    is, exit 143 as a shell reports it, one JSON document, and the probe it started stopped. Before, Python's
+    default ended the process at once: no document, no message, the probe left running."""
+    started, python = tmp_path / "started", tmp_path / "python"
+    python.write_text(f"#!/bin/sh\necho $$ > {started}\nexec sleep 60\n")
+    python.chmod(0o755)
+    with _cli("doctor", "--python", str(python), "--no-trace", "--json", stdout=subprocess.PIPE,
+              stderr=subprocess.PIPE) as proc:
+        while not (started.exists() and started.read_text().strip()) and proc.poll() is None:
+            time.sleep(0.01)
+        # Until doctor waits on the probe: a signal between the fork and subprocess.run's try (any Python
+        # program's window) leaves no handle to kill the child with
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate()
+    assert proc.returncode == 143, err.decode()
+    error = json.loads(out)["error"]
+    assert (error["kind"], error["exit_code"], error["found"]) == ("Interrupted", 143, "SIGTERM")
+    assert b"error: terminated (SIGTERM)" in err and b"Traceback" not in err
+    with pytest.raises(ProcessLookupError):  # the probe went with it (killed and reaped)
+        os.kill(int(started.read_text()), 0)
+
+
 def test_a_module_this_interpreter_lacks_is_exit_2_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from nvfp4_overlay.cli import listing
 
@@ -453,11 +479,12 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
         left = remaining[f"sglang-{version}"]
         assert left == {}, (version, left)
     assert remaining["sglang-0.5.22"] == {} and remaining["sglang-0.5.23"] == {}
-    fi = {"installed": True, "location": str(OVERLAY / "flashinfer-python")}
+    fi = {"installed": True, "patched": True}
+    routes = doctor.installed_routes(fi, OVERLAY)  # this checkout's overlay: never the installed entries.py
 
     def installed(version: str, patched: bool) -> dict[str, Any] | None:
         sglang = {"installed": True, "version": version, "patched": patched}
-        return doctor._remaining_raw(PATCHES, {"sglang": sglang, "flashinfer-python": fi}, Finding())
+        return doctor._remaining_raw(PATCHES, {"sglang": sglang, "flashinfer-python": fi}, routes, Finding())
 
     assert installed("0.5.19+nvfp4.1", True) == remaining["sglang-0.5.19"]
     upstream = installed("0.5.19", False)
@@ -475,3 +502,12 @@ def test_a_probe_that_stops_after_its_first_answer_is_exit_1_not_a_traceback(tmp
     assert code == 1, err
     error = json.loads(out)["error"]
     assert "the probe exited 5: MemoryError" in error["message"] and "not installed" not in error["message"]
+
+
+@pytest.mark.parametrize("doc", ["docs/design.md", "docs/install.md"])
+def test_the_exit_tables_name_every_exit_status(doc: str) -> None:
+    """Each exit table a user reads lists every status errors.Exit can give, and no other (5: taken on trust)."""
+    from nvfp4_overlay.errors import Exit
+
+    rows = {int(m.group(1)) for m in re.finditer(r"^\| (\d+) \|", (ROOT / doc).read_text(), re.M)}
+    assert rows == {int(e) for e in Exit}

@@ -138,6 +138,12 @@ class Project:
     def wheelhouse(self) -> Path:
         return self.root / "wheelhouse"
 
+    def verify(self, wheel: Path) -> list[str]:
+        """verify of a wheel this project built, held to the pin found where the build found it, offline."""
+        return ["verify", str(wheel), "--patches-dir", str(self.root / "patches"), "--overlay-dir",
+                str(self.root / "overlay"), "--cache-dir", str(self.cache), "--wheelhouse", str(self.wheelhouse),
+                "--offline"]
+
     def argv(self, *extra: str, offline: bool = True) -> list[str]:
         # Without --offline the wheelhouse stays out too: a wheelhouse means no network (docs/design.md).
         return [
@@ -217,7 +223,7 @@ def test_the_good_fixture_builds(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert built.exists()
     assert built.stat().st_mode & 0o777 == 0o666 & ~_umask()  # as any file written here, not mkstemp's 0600
     assert not [p for p in project.dist.iterdir() if p.name.startswith(".")]
-    assert cli.main(["verify", str(built), "--patches-dir", str(tmp_path / "patches")]) == 0
+    assert cli.main(project.verify(built)) == 0
 
 
 # A full disk, a read-only or foreign dist dir: the path, the fix for that errno and the option that points
@@ -299,6 +305,106 @@ def test_download_with_the_wrong_digest_is_not_kept(tmp_path: Path, capsys: pyte
     assert [p.name for p in project.cache.iterdir()] == ["wheels"]
 
 
+def tree(root: Path) -> list[str]:
+    """Every path under root, folders too (an empty temporary folder left behind shows here)."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def use_find_links(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """pip downloads from a local --find-links folder holding the pinned wheel (no network)."""
+    index = tmp_path / "index"
+    index.mkdir()
+    shutil.copy(DATA / "wheels" / "good.whl", index / FILENAME)
+    for key, value in {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(index), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                       "PIP_NO_CACHE_DIR": "1", "PIP_CONFIG_FILE": os.devnull}.items():
+        monkeypatch.setenv(key, value)
+    return index
+
+
+@pytest.mark.parametrize("bad", ["empty", pytest.param("unreadable", marks=pytest.mark.skipif(
+    os.geteuid() == 0, reason="root reads a file of mode 000"))])
+def test_a_bad_cached_wheel_is_removed_and_the_next_build_downloads_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    """A zero-byte (an interrupted copy, a full disk) or unreadable wheel in the cache is a bad cached file like
+    one of another digest: refused, removed, and the next build downloads the pinned one. Before, it was
+    refused and kept, and every build failed on it until a person deleted it."""
+    project = make_project(tmp_path, Case(where="cache"))
+    cached = project.cache / "wheels" / FILENAME
+    cached.write_bytes(b"")
+    if bad == "unreadable":
+        cached.write_bytes((DATA / "wheels" / "good.whl").read_bytes())
+        cached.chmod(0)
+    use_find_links(monkeypatch, tmp_path)
+    assert cli.main(project.argv(offline=False)) == (3 if bad == "empty" else 2)
+    err = capsys.readouterr().err
+    assert f"{cached}: not the pinned wheel" in err and "the cached copy was removed, the next run downloads it again" in err
+    assert not cached.exists() and not any(project.dist.glob("demo-1.0*"))
+    assert cli.main(project.argv(offline=False)) == 0
+    assert cached.read_bytes() == (DATA / "wheels" / "good.whl").read_bytes()
+    assert (project.dist / "demo-1.0+nvfp4.1-py3-none-any.whl").is_file()
+
+
+def test_a_build_removes_the_temporaries_a_killed_build_left_and_nothing_else(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Temporaries of the build's own names that no process holds (a build killed by SIGKILL or a power loss
+    leaves them: 85 MB for the default stack) go; a user's files, and one a live build holds, stay."""
+    from nvfp4_overlay import files
+
+    project = make_project(tmp_path, Case())
+    stale = [project.dist / ".demo-1.0+nvfp4.1-py3-none-any.whl.k3j_x9aa.tmp", project.dist / ".SHA256SUMS.q0w9e8r7.tmp"]
+    for path in stale:
+        path.write_bytes(b"half a wheel")
+    (project.cache / ".download-a1b2c3d4").mkdir()
+    (project.cache / ".download-a1b2c3d4" / FILENAME).write_bytes(b"half a download")
+    users = [project.dist / ".notes.whl.tmp", project.dist / "mine.abcdefgh.tmp", project.dist / ".demo.whl.abcdefgh.tmp.keep",
+             project.cache / ".download-mine"]
+    for path in users:
+        path.write_bytes(b"a user's")
+    live, lock = files.held_temporary(project.dist, ".other-2.0-py3-none-any.whl.", ".tmp")  # a build running now
+    try:
+        assert cli.main(project.argv()) == 0
+    finally:
+        assert lock is not None
+        os.close(lock)
+    err = capsys.readouterr().err
+    assert not any(p.exists() for p in [*stale, project.cache / ".download-a1b2c3d4"])
+    assert all(p.exists() for p in [*users, live])
+    assert f"removed {stale[0]}: a temporary of a build that was killed" in err
+    assert (project.dist / "demo-1.0+nvfp4.1-py3-none-any.whl").is_file()
+
+
+def test_sigterm_during_a_download_leaves_the_dist_dir_and_the_cache_as_they_were(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real build in a child process, sent SIGTERM while pip downloads into the cache: exit 143 as a shell
+    reports it, an Interrupted document under --json, and nothing of it left (before: Python's default
+    ended the process at once, silent, and the .download-* folder stayed in the cache)."""
+    import signal
+    import subprocess
+    import time
+
+    project = make_project(tmp_path, Case(where="cache"))
+    (project.cache / "wheels" / FILENAME).unlink()  # pip brings it
+    use_find_links(monkeypatch, tmp_path)
+    dist, cache = (snapshot(project.dist), tree(project.dist)), (snapshot(project.cache), tree(project.cache))
+    child = subprocess.Popen([sys.executable, "-m", "nvfp4_overlay.cli", *project.argv("--json", offline=False)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(project.cache.glob(".download-*")) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert child.poll() is None, "the build ended before its download folder was seen"
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+    assert child.returncode == 143, err
+    error = json.loads(out)["error"]
+    assert (error["kind"], error["exit_code"], error["found"]) == ("Interrupted", 143, "SIGTERM")
+    assert "error: terminated (SIGTERM): the command stopped where it was" in err
+    assert (snapshot(project.dist), tree(project.dist)) == dist
+    assert (snapshot(project.cache), tree(project.cache)) == cache
+
+
 def test_offline_without_the_wheel_says_where_it_looked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     project = make_project(tmp_path, Case())
     (project.wheelhouse / FILENAME).unlink()
@@ -326,7 +432,7 @@ def test_unchanged_members_are_checked_by_verify(tmp_path: Path, capsys: pytest.
     assert cli.main(project.argv()) == 0
     built = project.dist / "demo-1.0+nvfp4.1-py3-none-any.whl"
     capsys.readouterr()
-    assert cli.main(["verify", str(built), "--patches-dir", str(tmp_path / "patches")]) == 3
+    assert cli.main(project.verify(built)) == 3
     assert re.search(problem, capsys.readouterr().out)
 
 

@@ -58,6 +58,9 @@ def read_routes(tree: Path) -> dict[str, dict[str, list[Any]]] | None:
 
     entries.py is run as it is, with a stand-in for the fakes module it imports (its functions are
     only referenced there) and its codecs.py and results.py beside it, so no torch is needed: entry point -> parameter -> the routed values.
+    Run in this process: name only this checkout's overlay or a tree this tool built from it, never an
+    environment under examination (doctor reads the routes from the overlay it held the install to:
+    operate/doctor.py installed_routes).
     """
     path = tree / ENTRIES_PY
     if not path.is_file():

@@ -4,15 +4,21 @@ parser.py holds the arguments and their help, context.py checks the paths and va
 before any work starts; build.py, listing.py, operate.py, doctor.py, commands.py and generate.py run the commands, each module
 imported only when its command runs, so the CLI starts without the build machinery. Errors are
 rendered here, once: a sentence on stderr, and with --json their data on stdout (argument errors too,
-a full disk, Ctrl-C); output.py writes it all, so that a closed pipe ends the output, not the command.
+a full disk, Ctrl-C, SIGTERM); output.py writes it all, so that a closed pipe ends the output, not the
+command. SIGTERM is raised in the main thread as Ctrl-C's KeyboardInterrupt is, so that every `with`
+and `finally` on the way out runs (a build's temporaries removed, a child pip stopped) before the
+report (exit 143, where Python's default would end the process at once and leave them).
 """
 
 from __future__ import annotations
 
 import errno
 import importlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from .. import progress
@@ -30,18 +36,23 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     as_json = "--json" in argv  # until the arguments are parsed
     ctx: Context | None = None
     try:
-        args = parser(prog).parse_args(argv)  # argparse's own errors raise UsageError
-        as_json = bool(getattr(args, "json", False))
-        ctx = Context(args, prog)
-        module = importlib.import_module(f"{__name__}.{COMMANDS[args.command][0]}")
-        run = getattr(module, f"cmd_{args.command.replace('-', '_')}")
-        with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
-            return int(run(ctx))
+        with _sigterm_raised():
+            args = parser(prog).parse_args(argv)  # argparse's own errors raise UsageError
+            as_json = bool(getattr(args, "json", False))
+            ctx = Context(args, prog)
+            module = importlib.import_module(f"{__name__}.{COMMANDS[args.command][0]}")
+            run = getattr(module, f"cmd_{args.command.replace('-', '_')}")
+            with progress.activated(progress.Progress(enabled=False if ctx.quiet else None)):
+                return int(run(ctx))
     except OverlayError as exc:
         return _report(exc, as_json, prog)
-    except KeyboardInterrupt:
-        msg = "interrupted (Ctrl-C): the command stopped where it was (a build leaves the dist dir as it was); run it again"
-        return _report(Interrupted(msg, found="SIGINT", fix="run the command again"), as_json, prog)
+    except (KeyboardInterrupt, _Terminated) as exc:
+        term = isinstance(exc, _Terminated)
+        how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C)"
+        msg = (f"{how}: the command stopped where it was (a build leaves the dist dir and the cache as they were); "
+               f"run it again")
+        return _report(Interrupted(msg, terminated=term, found="SIGTERM" if term else "SIGINT",
+                                   fix="run the command again"), as_json, prog)
     except BrokenPipeError:  # a write outside output.say: the verdict is unknown, so it is not "done"
         output.discard(sys.stdout)
         output.discard(sys.stderr)
@@ -52,6 +63,29 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
         return _report(_missing_module(exc), as_json, prog)
     except OSError as exc:  # a path at the edge: unreadable, unwritable, full, a file where a directory should be
         return _report(_os_error(exc, ctx), as_json, prog)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the main thread is (a BaseException, as KeyboardInterrupt, so that no `except
+    Exception` on the way takes it for an error of its own)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
+@contextmanager
+def _sigterm_raised() -> Iterator[None]:
+    """SIGTERM raises _Terminated while a command runs; the handler before it is put back after (main() also
+    runs inside tests and other programs). Only the main thread may set a handler: elsewhere it is left be."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def _report(exc: OverlayError, as_json: bool, prog: str) -> int:

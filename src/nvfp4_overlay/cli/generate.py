@@ -1,4 +1,5 @@
-"""The commands that write committed files from upstream's text: routes (patch 0002), audit-api (the audit).
+"""The commands that write committed files from upstream's text: routes (patch 0002), audit-api (the audit),
+launch-table (the launch-line tables, from each SGLang release's own resolution).
 
 Each writes only what differs and says which files did; with --check it writes nothing and exits 1
 when a committed file differs from what it would write (CI runs both checks).
@@ -43,6 +44,43 @@ def cmd_audit_api(ctx: Context) -> int:
     state = _compare(path, json.dumps({"rules": rules}, indent=1) + "\n", ctx.args.check)
     ctx.log(f"{path}: {state}: {len(rules)} rules for {len(keys)} functions of {len(versions)} releases")
     return _done(ctx, {api_audit.AUDIT: state}, str(path))
+
+
+def cmd_launch_table(ctx: Context) -> int:
+    """docs/patches.md's and the README's launch-line tables from patches/sglang/audit-launch.json; with
+    --resolve, that file first, from the named (default: every) SGLang release's own code."""
+    from ..audit import sglang_launch_table
+
+    path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
+    found: dict[str, str] = {}
+    if ctx.args.resolve is not None:
+        found[sglang_launch_table.AUDIT] = _compare(path, sglang_launch_table.dump(_resolved(ctx, ctx.args.resolve)), ctx.args.check)
+    table = sglang_launch_table.load(ctx.patches_dir)
+    root = ctx.patches_dir.resolve().parent
+    for name, render in (("docs/patches.md", sglang_launch_table.render_docs), ("README.md", sglang_launch_table.render_readme)):
+        document = root / name
+        found[name] = _compare(document, render(document.read_text(encoding="utf-8"), table), ctx.args.check)
+    return _done(ctx, found, "the launch-line tables")
+
+
+def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
+    """The committed table with the named releases' matrices resolved again (torch: the probe runs them)."""
+    from ..audit import sglang_launch_table
+    from ..oracle import sglang_launch_runs, sglang_releases
+
+    releases = {r.version: r for r in sglang_releases.audit_releases(ctx.patches_dir)}
+    unknown = [v for v in named if v not in releases]
+    if unknown:
+        msg = f"{', '.join(unknown)}: no stack installs that SGLang release; name one of {', '.join(releases)}"
+        raise ConfigError(msg, path=ctx.patches_dir / "stacks.toml", item=", ".join(unknown),
+                          expected="an SGLang release of a stack", found="none", fix="see 'nvfp4-overlay list'")
+    path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
+    table = sglang_launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
+    for version in named or list(releases):
+        ctx.log(f"sglang {version}: resolving the launch-line matrix with its own code")
+        table = sglang_launch_table.with_release(table, version, sglang_launch_runs.resolve_release(
+            ctx.patches_dir, releases[version], ctx.source))
+    return table
 
 
 def _versions(ctx: Context, named: list[str]) -> list[str]:

@@ -24,17 +24,18 @@ def cmd_jit_cache(ctx: Context) -> int:
     done = build_cache(request, ctx.patches_dir, ctx.dist_dir, cache, source_date_epoch(), ctx.log)
     modules = done.provenance["modules"]
     if done.wheel is None:
-        ctx.emit({"plan": done.provenance}, "\n".join(_plan_lines(done.provenance)))
+        ctx.emit({"plan": done.provenance, "calls": dict(done.calls)}, "\n".join(_plan_lines(done.provenance)))
         return Exit.OK
     included = sorted(n for n, m in modules.items() if m["included"])
     left = sorted(set(modules) - set(included))
     lines = [f"built {done.wheel} ({len(included)} of {len(modules)} modules of the plan)"]
-    lines += [f"  {n}: {modules[n]['build_seconds']} s" for n in included]
+    lines += [f"  {n}: {done.seconds.get(n)} s" for n in included]
     for name in left:
         why = modules[name].get("not_prebuilt") or "not asked for (--module)"
         lines.append(f"  not in it, builds at first call: {name}: {why}")
     lines.append(f"install beside the patched wheels with: pip install --no-deps {done.wheel}")
-    document = {"wheel": str(done.wheel), "sha256": done.sha256, "version": done.version, "provenance": done.provenance}
+    document = {"wheel": str(done.wheel), "sha256": done.sha256, "version": done.version, "provenance": done.provenance,
+                "build_seconds": dict(done.seconds)}
     ctx.emit(document, "\n".join(lines))
     return Exit.OK
 
@@ -64,8 +65,9 @@ def _plan_lines(provenance: dict[str, Any]) -> list[str]:
     scope = "every routed entry point (--all-routes)" if path["all_routes"] else \
         f"the routed entry points SGLang {path['sglang']} calls: {', '.join(path['entries'] or {}) or 'none'}"
     lines = [f"{provenance['stack']} on {provenance['gpu']} ({', '.join(provenance['archs'])}): the modules of {scope}"]
+    homes = provenance.get("entry_points", {})
     for name, module in provenance["modules"].items():
-        lines.append(f"  {name}: loaded by {', '.join(module['loaded_by'])}")
+        lines.append(f"  {name}: loaded by {', '.join(f'{homes[e]}.{e}' if e in homes else e for e in module['loaded_by'])}")
         for entry, sites in (module.get("sglang_sites") or {}).items():
             lines += [f"    {entry} at {site}" for site in sites]
     lines.append("nothing built (--plan); without it, nvcc builds these into the cache wheel")

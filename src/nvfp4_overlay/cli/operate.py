@@ -9,20 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, Exit, IntegrityError, StepFailed
-from ..files import SHA256SUMS
-from ..operate import (
-    Step,
-    Tool,
-    doctor,
-    index,
-    install_steps,
-    installed_from_facts,
-    missing_wheels,
-    rollback_steps,
-    rollback_targets,
-    verify_wheel,
-)
+from ..errors import ConfigError, Exit, IntegrityError, StepFailed, TakenOnTrust, Unverified
+from ..operate import Step, Sums, Tool, doctor, index, install_steps, missing_wheels, verify_wheel
 from ..patch import Stack, Stacks, Target, load_stacks, load_upstream
 from .context import Context
 
@@ -59,25 +47,50 @@ def cmd_install(ctx: Context) -> int:
 def _verify_step(ctx: Context, wheels: list[str]) -> Step:
     """The line that checks the wheels as install --run does, for the operator who runs the steps by hand."""
     data = [*(["--patches-dir", str(ctx.args.patches_dir)] if ctx.args.patches_dir else []),
-            *(["--overlay-dir", str(ctx.args.overlay_dir)] if ctx.args.overlay_dir else [])]
-    return Step("first check the wheels: SHA256SUMS, and every member explained (install --run does this itself)",
+            *(["--overlay-dir", str(ctx.args.overlay_dir)] if ctx.args.overlay_dir else []),
+            *(["--cache-dir", str(ctx.args.cache_dir)] if ctx.args.cache_dir else []),
+            *(["--wheelhouse", str(ctx.args.wheelhouse)] if ctx.args.wheelhouse else []),
+            *(["--offline"] if ctx.args.offline else [])]
+    return Step("first check the wheels: SHA256SUMS, and every member what the build makes from the pinned upstream "
+                "wheels (install --run does this itself)",
                 (sys.executable, "-m", "nvfp4_overlay.cli", "verify", *data, *wheels))
 
 
 def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[Path]) -> None:
-    """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify: refused (exit 3) before step 1."""
-    problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
+    """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify, before step 1: refused (exit 3),
+    or, where the pinned upstream wheels cannot be had, not verified (exit 4); either way nothing is installed."""
+    problems, unverified, trusted = [], [], []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
-        verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+        verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source, sums=Sums.REQUIRED)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
+        unverified += [f"{wheel.name}: {verdict.unverified}"] if verdict.unverified else []
+        trusted += [f"{wheel.name}: {t}" for t in verdict.trusted]
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
-               f"the build wrote:\n  " + "\n  ".join(problems) + f"\n{fix[0].upper()}{fix[1:]}")
+               f"the build makes:\n  " + "\n  ".join(problems + unverified) + f"\n{fix[0].upper()}{fix[1:]}")
         raise IntegrityError(msg, path=dist, item=", ".join(w.name for w in wheels),
-                             expected="wheels listed in SHA256SUMS, every member explained by the build",
+                             expected="wheels listed in SHA256SUMS, every member what the build makes",
                              found="; ".join(problems), fix=fix)
+    if unverified:
+        fix = "run it where the pinned upstream wheels can be had: without --offline, or with --wheelhouse DIR"
+        msg = ("install --run: not verified, so nothing was installed:\n  " + "\n  ".join(unverified) + f"\n"
+               f"{fix[0].upper()}{fix[1:]}")
+        raise Unverified(msg, path=dist, item=", ".join(w.name for w in wheels),
+                         expected="every wheel held to the build made again from its pinned upstream wheel",
+                         found="; ".join(unverified), fix=fix)
+    if trusted:
+        _refuse_trusted(dist, wheels, trusted)
+
+
+def _refuse_trusted(dist: Path, wheels: list[Path], trusted: list[str]) -> None:
+    """Nothing is installed on its builder's word alone (a JIT module verify could not build again here): exit 5."""
+    fix = "verify them where they can be built again (the builder's toolchain, the patched wheel beside them)"
+    msg = ("install --run: refused before step 1, nothing was installed; verify could not derive these here and "
+           "would take them on their builder's word:\n  " + "\n  ".join(trusted) + f"\n{fix[0].upper()}{fix[1:]}")
+    raise TakenOnTrust(msg, path=dist, item=", ".join(w.name for w in wheels), expected="every member derived here",
+                       found="; ".join(trusted), fix=fix)
 
 
 def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], dist: Path,
@@ -123,14 +136,15 @@ def _warn_cubins(ctx: Context, stack: Stack, dist: Path, fleet: str | None) -> N
 
 
 def _with_cubins(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], fleet: str | None) -> list[Step]:
-    """flashinfer-cubin of the stack's release, after the upstream step (operate/cubins.py says why)."""
+    """flashinfer-cubin of the stack's release, hashed, before the upstream step (operate/cubins.py says why)."""
     from ..operate import cubins
 
-    step = cubins.install_step(stack, tool, ctx.patches_dir, fleet)
-    return steps if step is None else [steps[0], step, *steps[1:]]
+    return cubins.first_of(steps, stack, tool, ctx.patches_dir, fleet)
 
 
 def cmd_rollback(ctx: Context) -> int:
+    from ..operate import cubins, rollback
+
     stacks = load_stacks(ctx.patches_dir)
     named = stacks.get(ctx.args.stack, ctx.patches_dir / "stacks.toml") if ctx.args.stack else None
     if ctx.args.switch_release and named is None:
@@ -139,17 +153,23 @@ def cmd_rollback(ctx: Context) -> int:
                           fix="add --stack NAME, or leave out --switch-release")
     tool = _tool(ctx, always=True)
     python = str(tool.python)
-    installed = installed_from_facts(doctor.installed_distributions(python))
-    targets = rollback_targets(installed, named, switch_release=ctx.args.switch_release, where=python)
+    installed = rollback.installed_from_facts(doctor.installed_distributions(python, rollback.READS))
+    targets = rollback.rollback_targets(installed, named, switch_release=ctx.args.switch_release, where=python)
+    switch = named if ctx.args.switch_release else None
+    remove = rollback.leftovers(installed, switch, ctx.patches_dir)
     document: dict[str, Any] = {"stack": named.name if named else None, "installed": [str(i) for i in installed],
-                                "targets": [str(t) for t in targets]}
-    if not targets:
+                                "targets": [str(t) for t in targets], "remove": [str(i) for i in remove]}
+    if not targets and not remove:
         document["steps"] = []
         ctx.emit(document, f"nothing to roll back: {python} has no patched build installed "
                            f"({', '.join(map(str, installed)) or 'neither flashinfer-python nor sglang'})")
         return Exit.OK
-    label = named.name if named else f"installed in {python}"
-    return _print_or_run(ctx, rollback_steps(Stack(label, tuple(targets)), tool), document)
+    label = f"stack {named.name}" if named else f"installed in {python}"
+    steps = rollback.rollback_steps(label, targets, rollback.hashed(targets, ctx.patches_dir), tool, remove=remove,
+                                    switch=switch)
+    if switch is not None:  # the hashed cubin before the step that resolves SGLang's requirement on it
+        steps = cubins.first_of(steps, switch, tool, ctx.patches_dir)
+    return _print_or_run(ctx, steps, document)
 
 
 def _local_versions(ctx: Context, stack: Stack) -> dict[Target, str]:
@@ -211,7 +231,10 @@ def cmd_index(ctx: Context) -> int:
     output = Path(ctx.args.output) if ctx.args.output else ctx.dist_dir / "simple"
     if ctx.args.cubins:
         _bring_cubins(ctx)
-    by_project = index.write_index(ctx.dist_dir, output)
+    published, withheld = index.publishable(ctx.dist_dir, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+    if withheld:  # nothing is published: the index a fleet reads stays as it was
+        raise index.refusal(ctx.dist_dir, withheld)
+    by_project = index.write_index(ctx.dist_dir, output, published)
     url = ctx.args.url or output.resolve().as_uri()
     stacks = load_stacks(ctx.patches_dir)
     commands = _stack_commands(ctx, stacks, by_project, url)
@@ -238,14 +261,13 @@ def cmd_index(ctx: Context) -> int:
 def _bring_cubins(ctx: Context) -> None:
     """Each stack's flashinfer-cubin into the dist dir, for the index to mirror (operate/cubins.py)."""
     from ..operate import cubins
-    from ..wheel import default_cache_dir
 
     stacks = load_stacks(ctx.patches_dir)
     for stack in stacks.ordered():
         built = [any(ctx.dist_dir.glob(f"{_stem(ctx, t)}-{v}-*.whl")) for t, v in _local_versions(ctx, stack).items()]
         if not all(built):
             continue  # a stack not built whole here: the index serves none of it
-        wheel = cubins.bring(stack, ctx.patches_dir, ctx.dist_dir, default_cache_dir(), offline=ctx.args.offline)
+        wheel = cubins.bring(stack, ctx.patches_dir, ctx.dist_dir, ctx.source.cache_dir, offline=ctx.args.offline)
         if wheel is not None:
             ctx.log(f"{stack.name}: {wheel.name} in {ctx.dist_dir}")
 
@@ -261,5 +283,14 @@ def _stack_commands(ctx: Context, stacks: Stacks, by_project: dict[str, list[ind
         except ConfigError:
             continue  # a stack whose series is not here: nothing to match
         if all((t.dist, v) in held for t, v in versions.items()):
-            out[stack.name] = install_steps(stack, versions, Tool(), fleet_index=url)[:2]
+            out[stack.name] = _with_cubins(ctx, stack, Tool(), install_steps(stack, versions, Tool(), fleet_index=url)[:2],
+                                           url if _mirrors_cubins(ctx, stack, held) else None)
     return out
+
+
+def _mirrors_cubins(ctx: Context, stack: Stack, held: set[tuple[str, str]]) -> bool:
+    """Whether the index holds the stack's pinned flashinfer-cubin (`index --cubins` mirrored it)."""
+    from ..wheel import cubin_pins
+
+    pin = cubin_pins.pin_for(stack, ctx.patches_dir)
+    return pin is not None and (cubin_pins.DIST, pin.version) in held

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import NoReturn
+import sys
+from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import UsageError
 
 DAY = 86400  # the longest --trace-timeout
+LAUNCH_GPUS = ("sm90", "sm100", "sm120", "sm121")  # doctor --gpu: the families audit/sglang_launch.py fakes
 PROG = "nvfp4-overlay"  # the installed command; from a clone `python build_wheels.py` (cli.main's prog)
 
 DESCRIPTION = """\
@@ -34,7 +36,8 @@ examples:
 
 exit status: 0 done; 1 needs a person (a patch did not apply, drift, an unpatched install);
 2 bad arguments, configuration, environment or paths (a full or read-only disk too); 3 integrity (hash
-mismatch, unsafe archive); 130 interrupted (Ctrl-C)"""
+mismatch, unsafe archive, a wheel or install that is not what the build makes); 4 cannot be verified
+here (the pinned upstream wheel it is made from cannot be had); 130 interrupted (Ctrl-C)"""
 
 # name -> (module under cli/ that runs it, one line, examples)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -47,8 +50,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("build", "check built wheels: every member explained by upstream's RECORD, the series or the overlay, "
                "its RECORD and SHA256SUMS, and the provenance against the series it names",
                "  nvfp4-overlay verify dist/*.whl\n"
-               "With the pinned upstream wheel in the cache, the wheel is planned again from it; without, each member "
-               "is held to the digests its provenance carries. exit 0: explained; 2: not a wheel; 3: refused"),
+               "  nvfp4-overlay verify --offline --wheelhouse /srv/upstream dist/*.whl\n"
+               "Every member is held to the build made again from the pinned upstream wheel (the wheelhouse, the cache, "
+               "else pip downloads it). exit 0: every member is what the build makes; 2: not a wheel; 3: refused; "
+               "4: cannot be verified here (that upstream wheel cannot be had: --offline, no index)"),
     "list": ("listing", "the stacks (sorted by release), the series and their revisions, and which are built",
              "  nvfp4-overlay list\n  nvfp4-overlay list --json"),
     "install": ("operate", "the commands that install a stack into a serving environment: its upstream "
@@ -65,11 +70,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                  "A --stack the environment does not run is refused (exit 2) unless --switch-release says so."),
     "doctor": ("doctor", "what a Python environment has installed, patched or not, and whether the FP4 path traces",
                "  nvfp4-overlay doctor --python /srv/sglang/bin/python\n  nvfp4-overlay doctor --json --no-trace\n"
-               "exit 0: patched, intact, imports and traces; 1: unpatched, not importable, the trace check failed, or "
-               "no answer within --trace-timeout; "
-               "2: --python is no usable interpreter; 3: an installed file differs from its RECORD"),
+               "exit 0: patched, every installed file what this checkout's build makes, imports and traces; 1: "
+               "unpatched, not importable, the trace check failed, or no answer within --trace-timeout; "
+               "2: --python is no usable interpreter; 3: an installed file differs from its RECORD or from what the "
+               "build makes, or is missing; 4: cannot be verified here (the pinned upstream wheel cannot be had)"),
     "index": ("operate", "a static PEP 503/691 index of the dist dir, for a fleet; any static file server serves it",
-              "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple"),
+              "  nvfp4-overlay index\n  nvfp4-overlay index --output /srv/wheels/simple\n"
+              "It publishes only wheels SHA256SUMS lists and verify passes: otherwise it writes nothing and names "
+              "them (exit 3; 4 where one cannot be verified here)."),
     "jit-cache": ("jit", "prebuild the FlashInfer JIT modules a stack's NVFP4 serving path loads on a GPU family, "
                   "with the real nvcc, into a flashinfer_jit_cache wheel FlashInfer loads without building",
                   "  nvfp4-overlay jit-cache --gpu sm120                     the default stack, RTX PRO 6000 / RTX 50\n"
@@ -100,6 +108,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "  nvfp4-overlay routes                  every carried release\n"
                "  nvfp4-overlay routes 0.7.4 0.7.2\n"
                "  nvfp4-overlay routes --check          CI: exit 1 if a committed patch differs"),
+    "launch-table": ("generate", "render docs/patches.md's launch-line table and the README's release table from "
+                     "patches/sglang/audit-launch.json (--resolve: write it anew from each SGLang release's own code)",
+                     "  nvfp4-overlay launch-table --check              CI: exit 1 if a document differs\n"
+                     "  nvfp4-overlay launch-table --resolve 0.5.20     that release's matrix, resolved again (torch)\n"
+                     "--resolve needs torch in this interpreter (make test's .venv) and the pinned wheels in the cache."),
     "audit-api": ("generate", "write the serving-API audit (patches/flashinfer-python/audit-serving-api.json) from "
                   "scans of every carried flashinfer-python release",
                   "  nvfp4-overlay audit-api\n"
@@ -114,6 +127,16 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """A launch line given as the next word (`--sglang-args "--enable-torch-compile"`) is that option's value,
+        as `--sglang-args=...` is: argparse would take a value that starts with '-' for an option."""
+        words = list(sys.argv[1:] if args is None else args)
+        for i, word in enumerate(words[:-1]):
+            if word == "--sglang-args":
+                words[i:i + 2] = [f"--sglang-args={words[i + 1]}"]
+                break
+        return super().parse_known_args(words, namespace)
 
     def error(self, message: str) -> NoReturn:
         msg = f"{self.prog}: {message}; see '{self.prog} --help'"
@@ -152,7 +175,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p = command("verify")
     p.add_argument("wheels", nargs="+", metavar="WHEEL", help="a wheel that build wrote")
     _data(p)
-    _upstream_lookup(p, wheelhouse=True)
+    _upstream_lookup(p)
     _output(p)
 
     p = command("list")
@@ -189,10 +212,15 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     p.add_argument("--trace-timeout", type=_seconds, default=300, metavar="SECONDS",
                    help="give doctor's probe this long to answer (default 300; a cold trace takes minutes)")
     p.add_argument("--sglang-args", metavar="ARGS", help="the SGLang server's launch arguments, quoted: whether "
-                   "the installed SGLang runs a fullgraph region for them, and what stays raw in it")
+                   "that SGLang (installed there, else the default stack's) compiles a fullgraph region for them, "
+                   "asked of its own argument handling, and what stays raw in it")
     p.add_argument("--model-arch", metavar="NAME", help="with --sglang-args: the model's architecture "
-                   "(config.json's architectures[0], e.g. DeepseekV3ForCausalLM): the switches SGLang makes by model")
-    _data(p, overlay=False)
+                   "(config.json's architectures[0], e.g. GlmMoeDsaForCausalLM) where --model-path names no local "
+                   "directory with a config.json")
+    p.add_argument("--gpu", choices=sorted(LAUNCH_GPUS), help="with --sglang-args: the serving GPU's family "
+                   "(default: the GPU doctor sees there, else sm120)")
+    _data(p)  # the installed patched builds are held to what this checkout's series and overlay make
+    _upstream_lookup(p)
     _output(p)
 
     p = command("index")
@@ -201,9 +229,11 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
                    "(default: its file:// URL)")
     p.add_argument("--cubins", action="store_true", help="bring each built stack's flashinfer-cubin into the dist dir "
                    "first (pip, about 300 MB each; the cache is read first), so the fleet fetches no cubin at run time")
-    p.add_argument("--offline", action="store_true", help="with --cubins: never run pip; say what is missing")
+    p.add_argument("--offline", action="store_true", help="never run pip: with --cubins, say what is missing; a wheel "
+                   "whose pinned upstream wheel is in neither the wheelhouse nor the cache cannot be verified (exit 4)")
     _dist(p)
-    _data(p, overlay=False)
+    _data(p)  # every wheel is verified before the index publishes it
+    _upstream_lookup(p, offline=False)
     _output(p)
 
     p = command("jit-cache")
@@ -261,6 +291,14 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     _source(p)
     _output(p)
 
+    p = command("launch-table")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document differs")
+    p.add_argument("--resolve", nargs="*", metavar="RELEASE", default=None,
+                   help="resolve the matrix again with these SGLang releases' own code (none named: every one)")
+    _data(p, overlay=False)
+    _source(p)
+    _output(p)
+
     for name in ("routes", "audit-api"):
         p = command(name)
         if name == "routes":
@@ -295,14 +333,16 @@ def _source(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--platform", type=_platform, action="append", help="build the wheel for this platform tag (repeatable)")
 
 
-def _upstream_lookup(parser: argparse.ArgumentParser, *, wheelhouse: bool = False) -> None:
-    """Where a command that checks built wheels finds the pinned upstream wheels; it never downloads them."""
-    group = parser.add_argument_group("upstream wheels (looked up, never downloaded)")
+def _upstream_lookup(parser: argparse.ArgumentParser, *, offline: bool = True) -> None:
+    """Where a command that checks built wheels or an install finds the pinned upstream wheels it holds them to:
+    the wheelhouse, the cache, then pip (as build finds them), unless --offline."""
+    group = parser.add_argument_group("the pinned upstream wheels (what a wheel is held to)")
     group.add_argument("--cache-dir", help="upstream wheel cache (default: $NVFP4_OVERLAY_CACHE or ~/.cache/nvfp4-overlay)")
-    if wheelhouse:
-        group.add_argument("--wheelhouse", help="also look for upstream wheels in this folder")
-    parser.set_defaults(offline=True, all_platforms=False, python_version=None, platform=None,
-                        **({} if wheelhouse else {"wheelhouse": None}))
+    group.add_argument("--wheelhouse", help="take upstream wheels from this folder only (no network)")
+    if offline:
+        group.add_argument("--offline", action="store_true", help="never run pip; without the pinned upstream wheel in "
+                           "the wheelhouse or the cache the answer is 'cannot be verified here' (exit 4)")
+    parser.set_defaults(all_platforms=False, python_version=None, platform=None)
 
 
 def _output(parser: argparse.ArgumentParser) -> None:

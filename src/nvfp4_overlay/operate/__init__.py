@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from . import cubins, doctor, doctor_launch, index, installed, jit_doctor
-from .install import Step, Tool, install_steps, installed_from_facts, missing_wheels, rollback_steps, rollback_targets
+from . import cubins, doctor, doctor_launch, index, installed, jit_doctor, rollback
+from .install import Step, Tool, install_steps, missing_wheels
 from .installed import Finding
+from .verdict import Sums, worst
 from .verify import verify_wheel
 
-__all__ = ["Finding", "Step", "Tool", "cubins", "doctor", "doctor_launch", "index", "install_steps", "installed",
-           "installed_from_facts", "jit_doctor", "missing_wheels", "rollback_steps", "rollback_targets", "verify_wheel"]
+__all__ = ["Finding", "Step", "Sums", "Tool", "cubins", "doctor", "doctor_launch", "index", "install_steps", "installed",
+           "jit_doctor", "missing_wheels", "rollback", "verify_wheel", "worst"]

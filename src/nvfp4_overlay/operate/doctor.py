@@ -1,13 +1,18 @@
-"""doctor: whether an environment's FlashInfer and SGLang are patched, intact and trace, judged from its own facts.
+"""doctor: whether an environment's FlashInfer and SGLang are patched, intact and trace, examined from outside.
 
 The facts come from a child of the examined interpreter (probes/doctor/doctor_trace.py, `--python PATH`, by
 default this one): what is installed there, RECORD checked, whether flashinfer imports, and the live
-trace. A crash or a hang there cannot take doctor down. Exit status (docs/design.md's table, read
-for a deployment gate): 0 the stack is patched, its files match their RECORD, flashinfer imports and
-the trace check passes; 1 something needs a person: flashinfer-python missing, unpatched or not
-importable, an SGLang release with a series installed unpatched, a broken pin, a failed or hung
-trace; 3 an installed file differs from its RECORD or is gone (a hand edit). 3 wins over 1, since an
-edited file makes every other answer doubtful. A `--python` that is no usable interpreter is 2.
+trace. A crash or a hang there cannot take doctor down. Nothing of the examined environment is imported
+or run in doctor's own process: a patched build's files are read here as bytes and held to the build
+made again from the pinned upstream wheel (operate/installed_files.py), and the routes the installed
+FlashInfer takes are this checkout's overlay's, which its files were just held to. Exit status
+(docs/design.md's table, read for a deployment gate): 0 the stack is patched, its files are what the
+build makes, flashinfer imports and the trace check passes; 1 something needs a person: flashinfer-python
+missing, unpatched or not importable, an SGLang release with a series installed unpatched, a broken
+pin, a failed or hung trace; 3 an installed file differs from its RECORD or from what the build makes,
+is missing, or came from no build (a hand edit, an edited wheel); 4 a patched build that cannot be
+verified here (the pinned upstream wheel cannot be had). 3 wins over 4 over 1, since an edited or
+unvouched file makes every other answer doubtful. A `--python` that is no usable interpreter is 2.
 """
 
 from __future__ import annotations
@@ -17,14 +22,21 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
 from .. import progress
-from ..errors import ConfigError, OverlayError, TimedOut
+from ..errors import ConfigError, OverlayError, TimedOut, Unverified
+from ..patch import overlay_root
+from . import installed_files
 from .installed import Finding, check_pin, judge_distribution, sglang_pins
+from .installed_files import Held
+
+if TYPE_CHECKING:
+    from ..wheel import Source
 
 DISTRIBUTIONS = ("flashinfer-python", "sglang")
 OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
@@ -57,12 +69,13 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
     return facts
 
 
-def installed_distributions(python: str, *, timeout: float = 120) -> dict[str, Any]:
-    """What `python`'s environment has installed of DISTRIBUTIONS: version, provenance and, for a patched
-    build, the RECORD it was installed with against that provenance (probes/doctor/doctor_files.py: no file
-    hashed, nothing imported; apart from the trace probe, whose source keys the oracle's results)."""
+def installed_distributions(python: str, names: Sequence[str] = DISTRIBUTIONS, *, timeout: float = 120) -> dict[str, Any]:
+    """What `python`'s environment has installed of `names` (rollback reads the JIT cache and cubins too): version,
+    provenance and, for a patched build, the RECORD it was installed with against that provenance
+    (probes/doctor/doctor_files.py: no file hashed, nothing imported; apart from the trace probe, whose source
+    keys the oracle's results)."""
     progress.report(f"{python}: reading the installed distributions")
-    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *DISTRIBUTIONS], timeout)
+    facts, _, _ = _child_facts(python, ["-m", FILES_PROBE, *names], timeout)
     return dict(facts["distributions"])
 
 
@@ -125,14 +138,17 @@ def check_python(python: str) -> str:
 # --- the verdict ---------------------------------------------------------------------------------
 
 
-def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True,
+def diagnose(patches_dir: Path, overlay_dir: Path, source: Source, *, python: str | None = None, trace: bool = True,
              timeout: float = 300) -> tuple[dict[str, Any], Finding]:
     """The whole report as a JSON-ready document, and the finding that decides the exit status."""
     python = check_python(python) if python else sys.executable
     facts = run_probe(python, trace=trace, timeout=timeout)
     finding = Finding(python=python)
-    distributions = {name: judge_distribution(name, facts["distributions"].get(name, {}), patches_dir, finding)
-                     for name in DISTRIBUTIONS}
+    distributions = {}
+    for name in DISTRIBUTIONS:
+        fact = facts["distributions"].get(name, {})
+        distributions[name] = judge_distribution(name, fact, patches_dir, finding,
+                                                 _held(name, fact, patches_dir, overlay_dir, source))
     flashinfer, sglang = distributions["flashinfer-python"], facts["distributions"].get("sglang", {})
     markers = facts["python"].get("markers", {})
     if not sglang.get("installed"):
@@ -147,7 +163,8 @@ def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True
     _judge_gpu(gpu, fix_torch, finding)
     if trace and flashinfer["installed"] and facts["import"].get("ok"):
         _judge_trace(facts["trace"], finding)
-    remaining = _remaining_raw(patches_dir, distributions, finding)
+    routes = installed_routes(distributions["flashinfer-python"], overlay_dir)
+    remaining = _remaining_raw(patches_dir, distributions, routes, finding)
     document: dict[str, Any] = {
         "python": {k: v for k, v in facts["python"].items() if k != "markers"},
         "distributions": distributions,
@@ -155,13 +172,38 @@ def diagnose(patches_dir: Path, *, python: str | None = None, trace: bool = True
         "gpu": gpu,
         "trace": facts["trace"] if trace else {"ok": None, "skipped": True},
         "sglang_regions_raw": remaining,
+        "routes": routes,
     }
-    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.integrity + finding.problems, notes=finding.notes)
+    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code, problems=finding.all_problems,
+                    notes=finding.notes)
     return document, finding
 
 
-def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Finding) -> dict[str, Any] | None:
+def _held(name: str, fact: dict[str, Any], patches_dir: Path, overlay_dir: Path,
+          source: Source) -> Held | Unverified | None:
+    """A patched build's installed files against the anchor (None: not installed, or not a patched build)."""
+    if not fact.get("installed") or fact.get("provenance") is None:
+        return None
+    progress.report(f"holding the installed {name} {fact['version']} to the build made again")
+    try:
+        return installed_files.hold(name, fact["version"], Path(fact["location"]), patches_dir, overlay_dir, source)
+    except Unverified as exc:
+        return exc
+
+
+def installed_routes(flashinfer: dict[str, Any], overlay_dir: Path) -> dict[str, dict[str, list[Any]]] | None:
+    """The routes the installed FlashInfer takes to its ops, read from this checkout's overlay, never from the
+    installed entries.py (running it would run the examined environment here): a patched build's entries.py is
+    held to the overlay's with its other files, and an unpatched FlashInfer routes nothing."""
+    from ..audit import sglang_audit
+
+    if not (flashinfer.get("installed") and flashinfer.get("patched")):
+        return None
+    return sglang_audit.read_routes(overlay_root(overlay_dir, "flashinfer-python"))
+
+
+def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], routes: dict[str, Any] | None,
+                   finding: Finding) -> dict[str, Any] | None:
     """What in the installed SGLang's compiled regions still breaks fullgraph under the installed
     FlashInfer's routes (patches/sglang/audit-regions.json), in the regions a fullgraph region of the
     release reaches (patches/sglang/region-reach.toml); None where the table has no answer."""
@@ -179,7 +221,6 @@ def _remaining_raw(patches_dir: Path, distributions: dict[str, Any], finding: Fi
     if version not in table["releases"]:
         finding.notes.append(f"sglang {version}: the region audit (patches/sglang/audit-regions.json) has not seen it")
         return None
-    routes = sglang_audit.read_routes(Path(flashinfer["location"]))
     left = sglang_audit.stack_remaining(table, version, bool(sglang.get("patched")), routes, reach)
     said = "; ".join(f"{region} ({next(iter(next(iter(by_gpu.values()), [])), '')})"
                      for region, by_gpu in left.items()) or "none"

@@ -1,38 +1,215 @@
-"""doctor --sglang-args: whether the examined environment's SGLang runs a fullgraph region for a launch line.
+"""doctor --sglang-args: what SGLang's own code makes of a launch line, asked in a child of the examined interpreter.
 
-Reads what doctor found (the installed SGLang's release, the installed FlashInfer's routes, the
-GPU) and asks sglang_launch, a pure table; adds the answer to doctor's document and one note.
+The child (probes/sglang/sglang_launch.py) runs the installed SGLang's parser, ServerArgs and the
+model runner's gate, with the model's config.json (``--model-path DIR``, else the target model of
+``--model-arch``: audit/sglang_models.py) and the GPU family (``--gpu``, else the GPU doctor saw, else
+SM120), faked; where SGLang is not installed there, the default stack's pinned SGLang, unpacked from
+the cache (never downloaded). Nothing of SGLang runs in this process. A flag the release does not
+define, an architecture its model registry lacks, a line its validation refuses: exit 2, in
+SGLang's words. Otherwise the answer (the graph backends, whether a fullgraph region is compiled,
+the SGLang rule that decided it) joins the region table's FlashInfer calls for that release and
+GPU, each with whether the installed FlashInfer routes it.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..audit import sglang_audit, sglang_launch, sglang_raw
+from packaging.version import Version
+
+from ..audit import sglang_audit, sglang_launch, sglang_models, sglang_raw
+from ..errors import ConfigError, TimedOut, UsageError
+
+PROBE = "nvfp4_overlay.probes.sglang.sglang_launch"
+PACKAGE = Path(__file__).resolve().parents[1]
+TREE_GPU = {"sm121": "sm120"}  # the region table's rows of a GPU family (SGLang takes SM120's branches on SM121)
 
 
-def judge(document: dict[str, Any], args: str, arch: str | None) -> dict[str, Any] | None:
-    """document["sglang_launch"]: {"runs", "why", "raw_left"}; None (and a note) without an SGLang."""
+@dataclass(frozen=True)
+class Request:
+    """What doctor was asked: the launch line's words, the model, the GPU family."""
+
+    args: str
+    model_arch: str | None = None
+    gpu: str | None = None
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A request checked before any probe runs: the words, the model as the probe takes it, its architecture."""
+
+    request: Request
+    argv: list[str]
+    model: dict[str, Any]
+    architecture: str
+
+
+def ask(request: Request) -> Asked:
+    """The request, checked: a malformed line or no model to ask about is exit 2 before doctor's probes run."""
+    argv = sglang_launch.split_args(request.args)
+    model, arch = _model(argv, request.model_arch)
+    return Asked(request, argv, model, arch)
+
+
+def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path, cache_dir: Path,
+          timeout: float) -> dict[str, Any]:
+    """document["sglang_launch"]: SGLang's answer for the launch line, with the FlashInfer calls of its region."""
+    request, argv, line, arch = asked.request, asked.argv, asked.model, asked.architecture
+    gpu = request.gpu or _seen_gpu(document.get("gpu")) or "sm120"
+    if not request.gpu and (document.get("gpu") or {}).get("devices") and not _seen_gpu(document.get("gpu")):
+        document["notes"].append("--sglang-args: the GPU seen there is none of sm90, sm100, sm120, sm121; "
+                                 "the launch line is asked for sm120 (name another with --gpu)")
     sglang = document["distributions"].get("sglang", {})
-    flashinfer = document["distributions"].get("flashinfer-python", {})
-    if not sglang.get("installed"):
-        document["notes"].append("--sglang-args: sglang is not installed there; nothing to judge")
-        return None
-    gpu = _gpu(document.get("gpu"))
-    region = sglang_launch.fullgraph_region(sglang["version"], args, gpu=gpu, arch=arch)
-    routes = sglang_audit.read_routes(Path(flashinfer["location"])) if flashinfer.get("installed") else None
-    raw = sglang_launch.raw_left(region, sglang_raw.conditional_calls(routes), args, gpu)
-    answer = {"runs": region["runs"], "why": region["why"], "raw_left": raw, "gpu": gpu, "arch": arch}
-    said = {True: "runs a fullgraph region", False: "runs no fullgraph region", None: "cannot be judged"}[region["runs"]]
+    with tempfile.TemporaryDirectory(prefix="nvfp4-launch-") as scratch:
+        tree, release = (None, Version(sglang["version"]).public) if sglang.get("installed") else \
+            _stack_tree(patches_dir, cache_dir, Path(scratch))
+        plan = {"sglang": tree, "flashinfer": None, "gpu": list(sglang_launch.GPUS[gpu]),
+                "lines": [{"key": "line", "argv": argv, **line}]}
+        try:
+            found = _child(python, plan, timeout)
+        except ConfigError as exc:  # the interpreter cannot run SGLang's code (no torch): doctor's other problems say why
+            unjudged: dict[str, Any] = {"release": release, "gpu": gpu, "error": exc.message}
+            document["sglang_launch"] = unjudged
+            document["notes"].append(f"--sglang-args: not judged: {exc.message}")
+            return unjudged
+    answer = found["lines"]["line"]
+    _refuse(answer, release, request.args, arch)
+    calls = region_calls(patches_dir, release, bool(sglang.get("patched")), gpu, _routes(document), answer, argv)
+    entry = sglang_launch.compact(answer)
+    out = {"release": release, "installed": bool(sglang.get("installed")), "gpu": gpu,
+           "gpu_from": "--gpu" if request.gpu else "doctor" if _seen_gpu(document.get("gpu")) else "default",
+           "architecture": answer["architecture"], **entry, "calls": calls, "stubbed": sorted(found["stubbed"])}
+    document["sglang_launch"] = out
+    document["notes"].append(_note(out))
+    return out
+
+
+def _model(argv: list[str], model_arch: str | None) -> tuple[dict[str, Any], str]:
+    local = sglang_launch.local_config(argv)
+    if local is not None:
+        return {"model_dir": str(local.resolve())}, sglang_launch.read_architecture(local)
+    if model_arch:
+        return {"config": sglang_models.config_for(model_arch)}, sglang_models.config_for(model_arch)["architectures"][0]
+    msg = ("--sglang-args: the launch line names no local model directory with a config.json, and no --model-arch "
+           "is given; SGLang decides by the model's architecture, so name it")
+    raise UsageError(msg, item="--model-arch", expected="--model-path DIR (with config.json) or --model-arch NAME",
+                     found="neither", fix="add --model-arch GlmMoeDsaForCausalLM (config.json's architectures[0])")
+
+
+def _refuse(answer: dict[str, Any], release: str, args: str, arch: str) -> None:
+    refused = answer.get("refused")
+    if "probe_error" in answer:
+        msg = f"SGLang {release}: the launch-line probe failed: {answer['probe_error']}"
+        raise ConfigError(msg, item="--sglang-args", found=answer["probe_error"], fix="report it with the line")
+    if not refused:
+        return
+    if refused["kind"] == "architecture":
+        msg = (f"SGLang {release} has no model class {arch} in its model registry (sglang/srt/models); "
+               f"name the architecture its config.json gives, or serve it with a release that has it")
+        raise UsageError(msg, item=arch, expected=f"an architecture SGLang {release} registers",
+                         found=f"{arch} ({refused['registry']} registered)", fix="check --model-arch")
+    said = refused["message"]
+    where = refused.get("where") or {}
+    at = f" ({where.get('file')}:{where.get('line')})" if where else ""
+    msg = f"SGLang {release} refuses the launch line {args!r}: {said}{at}"
+    raise UsageError(msg, item="--sglang-args", expected=f"a launch line SGLang {release} takes", found=said,
+                     fix="remove or correct what SGLang names")
+
+
+def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, routes: Any,
+                 answer: dict[str, Any], argv: list[str]) -> list[dict[str, Any]]:
+    """The FlashInfer calls the region table saw in this release's compiled regions on this GPU family, each
+    with whether this FlashInfer routes it; the conditional calls (sglang_raw) that hold for the line."""
+    if not answer.get("fullgraph"):
+        return []
+    out: list[dict[str, Any]] = []
+    try:
+        table = sglang_audit.load_table(patches_dir)
+        regions = sglang_audit.cells(table, release, "patched" if patched else "upstream")
+    except ConfigError:
+        regions = {}
+    for region, by_gpu in regions.items():
+        cell = by_gpu.get(TREE_GPU.get(gpu, gpu), {}) if "absent" not in by_gpu else {}
+        for call in cell.get("calls", []):
+            out.append({"region": region, "function": call["function"], "site": call["site"],
+                        "routed": sglang_audit.routed(call, routes), "traces": call.get("upstream") == "traces"})
+    deepgemm = "flashinfer_deepgemm" in [w.split("=")[-1] for w in argv]
+    for call in sglang_raw.conditional_calls(routes):
+        if call["function"] == "fp8_blockscale_gemm_sm90" and not (gpu == "sm90" and deepgemm):
+            continue
+        if call["function"] == "tinygemm_bf16" and answer.get("architecture") != "GptOssForCausalLM":
+            continue
+        out.append({"region": "conditional", "function": call["function"], "site": call["where"],
+                    "routed": call["routed"], "traces": False, "condition": call["condition"]})
+    return out
+
+
+def _routes(document: dict[str, Any]) -> Any:
+    """doctor's routes of the installed FlashInfer: this checkout's overlay, never the installed entries.py run here."""
+    return document.get("routes")
+
+
+def _note(out: dict[str, Any]) -> str:
+    said = {True: "compiles a fullgraph region", False: "compiles no fullgraph region", None: "cannot be judged"}
+    raw = [c["function"] for c in out["calls"] if not c["routed"] and not c["traces"]]
     left = (f"; raw FlashInfer left in it: {', '.join(raw)}" if raw else
-            "; nothing raw left in it that these checks know of" if region["runs"] else "")
-    document["notes"].append(f"this launch line {said} ({'; '.join(region['why'])}){left}")
-    document["sglang_launch"] = answer
-    return answer
+            "; every FlashInfer call the region table saw there is routed" if out["fullgraph"] else "")
+    return (f"SGLang {out['release']} on {out['gpu']} ({out['architecture']}): this launch line "
+            f"{said[out['fullgraph']]} (prefill {out['prefill']}, decode {out['decode']}; decided by {out['rule']}){left}")
 
 
-def _gpu(gpu: dict[str, Any] | None) -> str | None:
-    """The first device's compute capability ("9.0"), None where doctor saw no GPU."""
+def _seen_gpu(gpu: dict[str, Any] | None) -> str | None:
     devices = (gpu or {}).get("devices") or []
-    return ".".join(map(str, devices[0]["capability"])) if devices else None
+    if not devices:
+        return None
+    major, minor = devices[0]["capability"][:2]
+    return next((name for name, cc in sglang_launch.GPUS.items() if cc == (major, minor)), None)
+
+
+def _stack_tree(patches_dir: Path, cache_dir: Path, scratch: Path) -> tuple[str, str]:
+    """The default stack's pinned SGLang, its Python files unpacked from the cache (never downloaded)."""
+    import zipfile
+
+    from ..patch import Target, load_stacks, load_upstream
+    from ..wheel import fetch
+
+    stacks = load_stacks(patches_dir)
+    stack = stacks.get(stacks.default, patches_dir / "stacks.toml")
+    (version,) = [t.version for t in (*stack.targets, *stack.upstream) if t.dist == "sglang"]
+    source = fetch.Source(cache_dir, offline=True)
+    upstream = load_upstream(patches_dir, Target("sglang", version))
+    (pin,) = fetch.select_wheels(upstream, source)
+    wheel = fetch.upstream_wheel(upstream, pin, source)
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(scratch, [n for n in zf.namelist() if n.startswith("sglang/") and n.endswith((".py", ".json"))])
+    return str(scratch), version
+
+
+def _child(python: str, plan: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The probe's JSON from a child of `python` that imports only this package from here (doctor's isolation)."""
+    with tempfile.TemporaryDirectory(prefix="nvfp4-doctor-launch-") as tmp:
+        root, cwd = Path(tmp, "path"), Path(tmp, "cwd")
+        root.mkdir()
+        cwd.mkdir()
+        (root / PACKAGE.name).symlink_to(PACKAGE, target_is_directory=True)
+        env = dict(os.environ, PYTHONSAFEPATH="1", PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=str(root))
+        try:
+            done = subprocess.run([python, "-m", PROBE], input=json.dumps(plan), capture_output=True, text=True,
+                                  timeout=timeout, env=env, cwd=cwd, check=False)
+        except subprocess.TimeoutExpired as exc:
+            msg = f"--sglang-args: SGLang's launch-line probe gave no answer within {timeout:g} s"
+            raise TimedOut(msg, item="--trace-timeout", found="no answer", fix=f"--trace-timeout {4 * timeout:g}") from exc
+    try:
+        found: dict[str, Any] = json.loads(done.stdout)
+        return found
+    except ValueError:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        msg = f"--python {python}: SGLang's launch-line probe did not answer (exit {done.returncode}: {tail})"
+        raise ConfigError(msg, item="--python", path=python, expected="an interpreter with torch",
+                          found=tail, fix="name the serving environment's interpreter (torch and SGLang's dependencies)") from None

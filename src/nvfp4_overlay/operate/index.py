@@ -1,5 +1,9 @@
 """index: the dist dir as a self-contained static simple repository a fleet installs from (PEP 503, 691, 658, 700).
 
+What it may publish (`publishable`): a wheel SHA256SUMS lists with its digest and verify passes (every
+member what this checkout's build makes from the pinned upstream wheel), or the pinned flashinfer-cubin
+file (`index --cubins`, held to its pin); anything else is refused by name.
+
 Every page is a plain file and every link stays inside the index, so it works from `file://`, from
 any static HTTP server rooted at it or at any folder above it, and copied whole to a bucket:
 
@@ -33,9 +37,11 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from .. import progress
-from ..errors import ConfigError, IntegrityError
+from ..errors import ConfigError, Exit, IntegrityError, Unverified
 from ..files import SHA256SUMS, read_sums, replace_dir, sha256_bytes, sha256_file, staging_dir
-from ..wheel import WheelReader, find_dist_info
+from ..wheel import Source, WheelReader, find_dist_info
+from .verdict import Sums
+from .verify import verify_wheel
 
 API_VERSION = "1.1"  # PEP 700: sizes and versions in the JSON pages
 
@@ -57,14 +63,58 @@ class IndexedWheel:
         return sha256_bytes(self.metadata)
 
 
-def collect(dist_dir: Path) -> list[IndexedWheel]:
-    """Every wheel in the dist dir, hashed and with its METADATA read, sorted by project and version."""
+@dataclass(frozen=True)
+class Withheld:
+    """A wheel of the dist dir the index does not publish, and why (exit 3: refused; 4: cannot be verified here)."""
+
+    filename: str
+    why: tuple[str, ...]
+    exit_code: Exit
+
+    def __str__(self) -> str:
+        return f"{self.filename}: " + "; ".join(self.why)
+
+
+def publishable(dist_dir: Path, patches_dir: Path, overlay_dir: Path, source: Source) -> tuple[list[str], list[Withheld]]:
+    """The wheels of the dist dir the index may publish, and those it must not: a wheel is published when verify
+    passes it with SHA256SUMS (the build's list of what it wrote) required to list it with its digest (a build of
+    this tool), or when it is the flashinfer-cubin file pinned in patches/ (verify holds it to the pin; `index
+    --cubins` brings it)."""
+    published, withheld = [], []
+    paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith(".")) if dist_dir.is_dir() else []
+    for number, path in enumerate(paths, start=1):
+        progress.report(f"[{number}/{len(paths)}] verifying {path.name}")
+        verdict = verify_wheel(path, patches_dir, overlay_dir, source, sums=Sums.REQUIRED)
+        if verdict.ok:
+            published.append(path.name)
+        else:
+            why = (*verdict.problems, *([verdict.unverified] if verdict.unverified else []), *verdict.trusted)
+            withheld.append(Withheld(path.name, tuple(w.removeprefix(f"{path.name}: ") for w in why), verdict.exit_code))
+    return published, withheld
+
+
+def refusal(dist_dir: Path, withheld: list[Withheld]) -> IntegrityError | Unverified:
+    """The error naming every withheld wheel: an integrity failure (3) if one was refused, else not verified (4)."""
+    fix = (f"remove them from {dist_dir} or rebuild them ('nvfp4-overlay build'); a wheel that cannot be verified "
+           f"here needs its pinned upstream wheel (run without --offline, or with --wheelhouse DIR)")
+    refused = any(w.exit_code == Exit.INTEGRITY for w in withheld)
+    said = "refused" if refused else "not verified"
+    msg = (f"index: {said}, nothing was published; it publishes only wheels {SHA256SUMS} lists and verify passes:\n  "
+           + "\n  ".join(map(str, withheld)) + f"\n{fix[0].upper()}{fix[1:]}")
+    kind = IntegrityError if refused else Unverified
+    return kind(msg, path=dist_dir, item=", ".join(w.filename for w in withheld),
+                expected=f"wheels {SHA256SUMS} lists that verify passes", found="; ".join(map(str, withheld)), fix=fix)
+
+
+def collect(dist_dir: Path, only: list[str] | None = None) -> list[IndexedWheel]:
+    """Every wheel in the dist dir (or those named by `only`), hashed and with its METADATA read, sorted by
+    project and version."""
     if not dist_dir.is_dir():
         msg = f"{dist_dir}: no such directory; build wheels first ('make wheels'), or pass --dist-dir"
         raise ConfigError(msg, path=dist_dir, item="--dist-dir", expected="a directory of wheels", found="missing",
                           fix="nvfp4-overlay build")
     wheels = []
-    paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith("."))
+    paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith(".") and (only is None or p.name in only))
     for number, path in enumerate(paths, start=1):
         progress.report(f"[{number}/{len(paths)}] hashing {path.name}")
         wheels.append(_indexed(path))
@@ -155,10 +205,11 @@ def project_json(project: str, wheels: list[IndexedWheel], prefix: str) -> dict[
 # --- writing -------------------------------------------------------------------------------------
 
 
-def write_index(dist_dir: Path, output: Path) -> dict[str, list[IndexedWheel]]:
-    """Write the index for every wheel in dist_dir into output (replaced whole) and the .metadata files."""
+def write_index(dist_dir: Path, output: Path, only: list[str] | None = None) -> dict[str, list[IndexedWheel]]:
+    """Write the index for every wheel in dist_dir (or those `only` names: `publishable`'s) into output
+    (replaced whole) and the .metadata files."""
     by_project: dict[str, list[IndexedWheel]] = {}
-    for wheel in collect(dist_dir):
+    for wheel in collect(dist_dir, only):
         by_project.setdefault(wheel.project, []).append(wheel)
     projects = sorted(by_project)
     staging = staging_dir(output)

@@ -1,7 +1,8 @@
 """What is installed, judged: a distribution's facts against patches/ (patched, current, intact), SGLang's pin.
 
-The facts are what probes/doctor/doctor_env.py and doctor_files.py gathered in the examined interpreter; nothing here reads
-that environment itself, so doctor can judge any interpreter from the one it runs in.
+The facts are what probes/doctor/doctor_env.py and doctor_files.py gathered in the examined interpreter, and
+what operate/installed_files.py read of a patched build's files against the anchor (the build made again
+from the pinned upstream wheel); nothing of that environment is imported or run here.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..audit import PublicFunction, api_audit
-from ..errors import ConfigError, Exit, OverlayError
+from ..errors import ConfigError, Exit, OverlayError, Unverified
 from ..patch import Stack, Target, load_stacks, load_upstream
+from .installed_files import Held
 
 SGLANG_FIXED = Version("0.5.12")  # ships its own opaque fp4_quantize (srt/layers/quantization/fp4_utils.py)
 
@@ -30,17 +32,32 @@ class Finding:
     python: str = sys.executable  # the examined interpreter, named in the fixes
     problems: list[str] = field(default_factory=list)
     integrity: list[str] = field(default_factory=list)
+    unverified: list[str] = field(default_factory=list)  # "cannot be verified here": no anchor to hold files to
     notes: list[str] = field(default_factory=list)
+    trusted: list[str] = field(default_factory=list)  # files taken on their builder's word (exit 5), each with why
 
     @property
     def exit_code(self) -> int:
+        """3 an integrity failure; 4 a patched build that cannot be verified here (every other answer rests on
+        files nothing vouched for); 1 a problem; 5 a file taken on its builder's word (a JIT module this host never
+        built); 0."""
         if self.integrity:
             return Exit.INTEGRITY
-        return Exit.NEEDS_PERSON if self.problems else Exit.OK
+        if self.unverified:
+            return Exit.UNVERIFIED
+        if self.problems:
+            return Exit.NEEDS_PERSON
+        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
+
+    @property
+    def all_problems(self) -> list[str]:
+        return self.integrity + self.unverified + self.problems
 
 
-def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, finding: Finding) -> dict[str, Any]:
-    """One distribution's report: version, provenance, series state, RECORD (and its problems, into finding)."""
+def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, finding: Finding,
+                       held: Held | Unverified | None = None) -> dict[str, Any]:
+    """One distribution's report: version, provenance, series state, RECORD, and for a patched build its files
+    against the anchor (`held`: what installed_files.hold found, or why it could not; its problems into finding)."""
     if not fact.get("installed"):
         return {"installed": False}
     version = fact["version"]
@@ -57,12 +74,37 @@ def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, findi
     report["series"] = _series_state(name, version, provenance, patches_dir, finding)
     report["record"] = fact["record"]
     _judge_record(name, version, report["record"], finding)
-    if provenance is not None:
-        held = fact.get("against_provenance")
-        _judge_arrival(name, version, provenance, held, report["record"], patches_dir, finding)
-        if held is not None:  # the rows themselves were for naming them: not in the report
-            report["against_provenance"] = {**held, "carried": {k: v for k, v in held["carried"].items() if k != "listed"}}
+    if isinstance(held, Held):
+        report["anchor"] = held.data()
+        _judge_anchor(name, version, held, report["record"], finding)
+    elif provenance is not None:  # no anchor: what the installed provenance says is a diagnosis, never a pass
+        if isinstance(held, Unverified):
+            finding.unverified.append(f"{name} {version}: {held.message}")
+        against = fact.get("against_provenance")
+        _judge_arrival(name, version, provenance, against, report["record"], patches_dir, finding)
+        if against is not None:  # the rows themselves were for naming them: not in the report
+            report["against_provenance"] = {**against, "carried": {k: v for k, v in against["carried"].items()
+                                                                   if k != "listed"}}
     return report
+
+
+def _judge_anchor(name: str, version: str, held: Held, record: dict[str, Any], finding: Finding) -> None:
+    """The installed files against the build made again from the pinned upstream wheel. A file changed since the
+    install is _judge_record's (reinstall); the rest arrived so in the wheel (verify it, rebuild it)."""
+    fix = (f"verify the wheel you installed ('nvfp4-overlay verify WHEEL'), rebuild it ('nvfp4-overlay build "
+           f"{name}=={_public(version)}') and reinstall the rebuilt one")
+    later = set(record["modified"]) | set(record["missing"])
+    what = f"what this checkout's build makes from {held.upstream}"
+    for paths, said in (
+            (held.differs, f"installed file(s) are not {what}"),
+            (held.missing, f"file(s) of {what} are not installed"),
+            (held.unexplained, "installed file(s) came with the wheel, and no build of it makes them (a .pth or an "
+                               "entry point runs code)"),
+            (held.provenance, f"key(s) of the installed provenance are not {what}")):
+        shown = [p for p in paths if p not in later]
+        if shown:
+            finding.integrity.append(f"{name} {version}: the wheel arrived edited: {len(shown)} {said} "
+                                     f"({_shown(shown)}); {fix}")
 
 
 def _series_state(name: str, version: str, provenance: dict[str, Any] | None, patches_dir: Path, finding: Finding) -> str:

@@ -1,19 +1,31 @@
 """doctor on a serving node: the jit cache, the cubins and the toolkit against the FlashInfer and GPU it has.
 
 The facts come from the examined interpreter (a child running FACTS: the standard library, and torch
-for the GPU it sees); judge() is pure. What it answers: which modules of the serving path are
-prebuilt for that GPU and which will JIT at first call, and whether nvcc is there to do it; the
-flashinfer_jit_cache and flashinfer-cubin versions against the installed FlashInfer; a cache built
-for another CUDA major or GPU family; a toolkit older than FlashInfer needs for SM12x. Each problem
-names its fix.
+for the GPU it sees; nothing of it runs in this process); judge() reads them and this host's cache of
+builds. What it answers: which modules of the serving path are prebuilt for that GPU and which will
+JIT at first call, and whether nvcc is there to do it; the flashinfer_jit_cache and flashinfer-cubin
+versions against the installed FlashInfer; a cache built for another CUDA major or GPU family; a
+toolkit older than FlashInfer needs for SM12x. Each problem names its fix.
+
+The installed cache's files are held to three things: the RECORD it was installed with (a file changed
+since the install; read here as bytes, records.check_files), the provenance the wheel carries (a module that arrived edited), and the anchor no
+wheel can rewrite: the module as this host built it from the same inputs and toolchain (jit-cache and
+verify keep every build under the cache dir by its key, probes/flashinfer/jit_build.py; module builds
+are reproducible). A module this host has no such build of is taken on its builder's word: exit 5,
+naming the command that builds it here.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import Any
 
+from .. import records
+from ..files import sha256_file
+from ..probes.flashinfer import jit_build
+from ..wheel import default_cache_dir, jit_wheel
 from .installed import Finding
 
 # Run by the examined interpreter: its own packages, PATH and CUDA_HOME.
@@ -35,6 +47,15 @@ if out["cache"]:
     spec = iu.find_spec("flashinfer_jit_cache")
     root = os.path.join(os.path.dirname(spec.origin), "jit_cache") if spec and spec.origin else ""
     out["present"] = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, d + ".so"))) if os.path.isdir(root) else []
+    import hashlib
+    def digest(path):
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+    out["modules_sha256"] = {d: digest(os.path.join(root, d, d + ".so")) for d in out["present"]}
+    out["installed"] = {"location": str(dist.locate_file("")), "record": dist.read_text("RECORD") or ""}
 spec = iu.find_spec("flashinfer")
 if spec and spec.origin:
     path = os.path.join(os.path.dirname(spec.origin), "compilation_context.py")
@@ -61,24 +82,31 @@ print(json.dumps(out))
 
 
 def facts(python: str, timeout: float = 120, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What FACTS found in `python`'s environment, and the installed cache's files against the RECORD it was
+    installed with ("record"), read here as bytes (nothing of that environment runs in this process)."""
     done = subprocess.run([python, "-c", FACTS], capture_output=True, text=True, timeout=timeout, check=False, env=env)
     try:
         found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": (done.stderr.strip().splitlines() or ["no answer"])[-1]}
+    installed = found.pop("installed", None)
+    if installed is not None:
+        rows = [records.Row(*row) for row in records.read(installed["record"]) if len(row) == 3]
+        checked = records.check_files(rows, Path(installed["location"]))
+        found["record"] = {"differs": sorted(checked.modified), "missing": sorted(checked.missing)}
     return found
 
 
-def report(document: dict[str, Any], finding: Finding, python: str, stack: str) -> None:
+def report(document: dict[str, Any], finding: Finding, python: str, stack: str, cache_dir: Path | None = None) -> None:
     """doctor's document gains "jit" (judge's view) and the problems and notes, as doctor renders them."""
     fact = facts(python)
-    view = judge(fact, stack, finding)
+    view = judge(fact, stack, finding, cache_dir)
     document["jit"] = view
     document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.integrity + finding.problems, notes=finding.notes)
+                    problems=finding.all_problems, notes=finding.notes, taken_on_trust=finding.trusted)
 
 
-def judge(fact: dict[str, Any], stack: str, finding: Finding) -> dict[str, Any]:
+def judge(fact: dict[str, Any], stack: str, finding: Finding, cache_dir: Path | None = None) -> dict[str, Any]:
     if "error" in fact:
         finding.notes.append(f"the jit-cache check could not read the environment: {fact['error']}")
         return {"error": fact["error"]}
@@ -96,6 +124,7 @@ def judge(fact: dict[str, Any], stack: str, finding: Finding) -> dict[str, Any]:
                              f"call on this node (seconds to minutes each); prebuild them: {build}, then pip install it")
     else:
         _judge_cache(fact, flashinfer, provenance, build, finding)
+        view["anchored"] = _judge_files(fact, provenance, cache_dir or default_cache_dir(), finding)
         for name, module in sorted(provenance.get("modules", {}).items()):
             held = module.get("included") and name in fact.get("present", [])
             view["prebuilt" if held else "will_jit"].append(name)
@@ -133,6 +162,58 @@ def _judge_cache(fact: dict[str, Any], flashinfer: str, provenance: dict[str, An
     missing = [n for n, m in provenance.get("modules", {}).items() if m.get("included") and n not in fact.get("present", [])]
     if missing:
         finding.problems.append(f"flashinfer-jit-cache lists {', '.join(missing)} and does not hold it; reinstall it")
+
+
+def _judge_files(fact: dict[str, Any], provenance: dict[str, Any], cache_dir: Path, finding: Finding) -> list[str]:
+    """The installed cache's files against their RECORD, the provenance and this host's builds (into finding);
+    the modules found equal to a build of this host."""
+    prefix = f"{jit_wheel.PACKAGE}/{jit_wheel.MODULES_DIR}/"
+    record = fact.get("record") or {}
+    for path in record.get("differs", []):
+        finding.integrity.append(f"flashinfer-jit-cache: {path} differs from its RECORD row: it changed after the "
+                                 f"install; reinstall the cache wheel (pip install --force-reinstall --no-deps ...)")
+    for path in record.get("missing", []):
+        finding.integrity.append(f"flashinfer-jit-cache: {path} is in its RECORD and missing: reinstall the cache wheel")
+    anchored = []
+    for name, module in sorted(provenance.get("modules", {}).items()):
+        found = fact.get("modules_sha256", {}).get(name)
+        if not module.get("included") or found is None or f"{prefix}{name}/{name}.so" in record.get("differs", []):
+            continue
+        if found != module.get("sha256"):
+            finding.integrity.append(f"flashinfer-jit-cache: {prefix}{name}/{name}.so sha256 {found}, its provenance says "
+                                     f"{module.get('sha256')}: the wheel arrived edited; verify it and rebuild it")
+            continue
+        built = _built_here(provenance, name, module, cache_dir)
+        if built is None:
+            finding.trusted.append(
+                f"flashinfer-jit-cache: {prefix}{name}/{name}.so is taken on its builder's word: this host holds no "
+                f"build of it from the same inputs and toolchain under {cache_dir}; build one here (nvfp4-overlay "
+                f"jit-cache --stack {provenance.get('stack')} --gpu {provenance.get('gpu')} --module {name}) or verify "
+                f"the cache wheel where it was built")
+        elif built != found:
+            finding.integrity.append(f"flashinfer-jit-cache: {prefix}{name}/{name}.so sha256 {found}, built here from the "
+                                     f"same inputs {built}: not what those inputs build; reinstall a cache you verified")
+        else:
+            anchored.append(name)
+    return anchored
+
+
+def _built_here(provenance: dict[str, Any], name: str, module: dict[str, Any], cache_dir: Path) -> str | None:
+    """The sha256 of this host's build of the module from the inputs and toolchain the provenance names (jit-cache
+    and verify keep each under <cache>/jit-cache/<wheel>-<gpu>-cuda<release>/modules/<name>/), else None."""
+    cuda, flashinfer = provenance.get("cuda", {}), provenance.get("flashinfer", {})
+    work = cache_dir / "jit-cache" / f"{str(flashinfer.get('sha256'))[:16]}-{provenance.get('gpu')}-cuda{cuda.get('release')}"
+    stamp, library = work / "modules" / name / "build.json", work / "modules" / name / f"{name}.so"
+    if not (stamp.is_file() and library.is_file()) or not module.get("reproducible"):
+        return None
+    cubin = (provenance.get("flashinfer_cubin") or {}).get("sha256")
+    uses_cubins = any(str(d).startswith("<cubins>") for d in module.get("include_dirs", []))
+    key = jit_build.build_key(module, cubin if uses_cubins else None, provenance.get("toolchain"), True)
+    try:
+        kept = json.loads(stamp.read_text())
+    except ValueError:
+        return None
+    return sha256_file(library) if kept.get("key") == key else None
 
 
 def _judge_cubin(fact: dict[str, Any], public: str, finding: Finding) -> None:

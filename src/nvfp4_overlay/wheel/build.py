@@ -12,7 +12,7 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 
 from .. import progress
-from ..files import SHA256SUMS, AtomicWrites, format_sums, read_sums
+from ..files import LANDING, SHA256SUMS, AtomicWrites, format_sums, read_sums, sweep
 from ..patch import HunkResult, OverlayFile, Series, Target, Upstream, load_overlay, load_upstream, read_series
 from . import fetch
 from .recipe import plan_wheel
@@ -90,6 +90,12 @@ def _build_targets(targets: Sequence[Target], options: Options, log: Log) -> lis
         _write_sums(writes, options.dist_dir, built)
         writes.commit()
     return built
+
+
+def sweep_leftovers(options: Options) -> list[Path]:
+    """What a killed build left (SIGKILL, a power loss; SIGTERM and Ctrl-C remove theirs): its temporaries in the
+    dist dir and its download folders in the cache, those no live process holds (files.sweep), nothing else."""
+    return [*sweep(options.dist_dir, LANDING), *fetch.sweep_downloads(options.source)]
 
 
 def _write_sums(writes: AtomicWrites, dist_dir: Path, built: Sequence[Built]) -> None:

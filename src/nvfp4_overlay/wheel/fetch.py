@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +12,8 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, sys_tags
 from packaging.utils import parse_wheel_filename
 
 from .. import progress
-from ..errors import ConfigError, FetchError, HashMismatchError, NotInCache
+from ..errors import ConfigError, FetchError, HashMismatchError, NotInCache, UnsafeArchiveError
+from ..files import DOWNLOAD, held_temporary, sweep
 from ..patch import Upstream, UpstreamWheel
 from . import pip
 from .archive import WheelReader
@@ -112,6 +113,14 @@ def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str
     """
     try:
         return WheelReader(path, sha256=wheel.sha256)
+    except (UnsafeArchiveError, ConfigError) as exc:  # empty, not a zip, unreadable: a bad file like any other
+        if not remove:
+            raise
+        path.unlink(missing_ok=True)
+        what, gone = ((f"{wheel.filename} as pip downloaded it", "it was not kept") if origin == "download" else
+                      (str(path), "the cached copy was removed, the next run downloads it again"))
+        msg = f"{what}: not the pinned wheel ({exc.found}); {gone}"
+        raise type(exc)(msg, path=path, item=wheel.filename, expected=wheel.sha256, found=exc.found, fix=gone) from None
     except HashMismatchError as exc:
         if remove:
             path.unlink(missing_ok=True)
@@ -131,10 +140,12 @@ def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str
 def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> WheelReader:
     source.wheels_dir.mkdir(parents=True, exist_ok=True)
     progress.report(f"downloading {wheel.filename} through pip")
-    with tempfile.TemporaryDirectory(dir=source.cache_dir, prefix=".download-") as tmp:
-        ran = pip.download(f"{upstream.target.dist}=={upstream.target.version}", Path(tmp),
-                           _tag_args(wheel.filename))
-        got = Path(tmp) / wheel.filename
+    # In the cache, so that the rename into wheels/ stays on one file system; held while it lives, so that a
+    # later build sweeps it only if this process was killed before it could remove it (sweep_downloads).
+    tmp, lock = held_temporary(source.cache_dir, ".download-", folder=True)
+    try:
+        ran = pip.download(f"{upstream.target.dist}=={upstream.target.version}", tmp, _tag_args(wheel.filename))
+        got = tmp / wheel.filename
         if not got.is_file():
             msg = (
                 f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
@@ -146,7 +157,16 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Wheel
         cached = source.wheels_dir / wheel.filename
         os.replace(got, cached)  # the open handle follows the file
         reader.path = cached
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
     return reader
+
+
+def sweep_downloads(source: Source) -> list[Path]:
+    """The download folders a killed build left in the cache (files.sweep: none a live process holds)."""
+    return sweep(source.cache_dir, DOWNLOAD)
 
 
 def _tag_args(filename: str) -> list[str]:

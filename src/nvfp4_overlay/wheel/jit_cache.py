@@ -19,7 +19,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from ..files import (
 )
 from ..patch import Stack, Target, load_stacks, load_upstream
 from . import cubin_pins, jit_wheel
-from .jit_toolkit import Toolkit, find_toolkit, link_stub
+from .jit_toolkit import Toolkit, find_toolkit, link_stub, toolchain
 from .writer import zip_date_time
 
 # GPU family -> the compute capability the probe fakes (a family's first member: SM120 is the RTX PRO
@@ -63,6 +63,8 @@ class Result:
     sha256: str
     version: str
     provenance: dict[str, Any]
+    seconds: Mapping[str, float] = field(default_factory=dict)  # each module's build, this run or the one it kept
+    calls: Mapping[str, Any] = field(default_factory=dict)  # entry point -> case -> its outcome and the modules it loaded
 
 
 def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: Path, epoch: int,
@@ -70,8 +72,74 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     # 1. The stack, its FlashInfer and the patched wheel that build wrote.
     stack, target, local = _stack(request, patches_dir)
     wheel = _patched_wheel(dist_dir, local, stack)
+    # 2-4. The plan and the builds (kept under the cache dir by their keys).
+    found, provenance, work = _plan_and_build(request, stack, local, wheel, dist_dir, patches_dir, cache_dir, log)
+    _check_asked(request, found)
+    if request.plan_only:
+        return Result(None, "", "", provenance, calls=found["calls"])
+    _check_failed(found, work)
+    # 5. The wheel: the modules built, the plan and how they were built.
+    version = jit_wheel.cache_version(local, str(provenance["cuda"]["release"]).split(".")[0], request.gpu)
+    built = [jit_wheel.Built(n, (work / "modules" / n / f"{n}.so").read_bytes()) for n in sorted(found["built"])]
+    for module in built:
+        provenance["modules"][module.name]["sha256"] = sha256_bytes(module.data)
+    files = jit_wheel.members(version, built, provenance, f"{target.dist}=={local}")
+    name = jit_wheel.filename(version)
+    landed = _land(dist_dir, name, files, epoch, version, provenance)
+    # How long each took is the run's, not the wheel's: the same inputs give the same bytes.
+    return replace(landed, seconds={n: b["seconds"] for n, b in found["built"].items()})
+
+
+@dataclass(frozen=True)
+class Rederived:
+    """A cache wheel's modules built again here: bytes and inputs by module, and those taken on trust, with why."""
+
+    modules: dict[str, bytes]
+    inputs: dict[str, str]
+    trusted: dict[str, str]
+
+
+def rederive(provenance: Mapping[str, Any], patched: Path, patches_dir: Path, cache_dir: Path,
+             log: Callable[[str], None]) -> Rederived:
+    """The modules a cache wheel says it holds, planned and built here from the patched wheel `patched` (its
+    sha256 the one the provenance names) with the toolchain here, as jit-cache builds them; a build this host
+    already made from the same inputs is taken from the cache. Where that cannot be done here (another toolchain,
+    no nvcc or torch, a module that is not reproducible), each module is named with the reason instead."""
+    included = sorted(n for n, m in provenance.get("modules", {}).items() if m.get("included"))
+    cuda = provenance.get("cuda", {})
+    try:
+        toolkit = find_toolkit()
+        request = Request(str(provenance.get("stack")), str(provenance.get("gpu")), tuple(included),
+                          cuda.get("torch_cuda"), serving=None)
+        stack, _, local = _stack(request, patches_dir)
+    except OverlayError as exc:
+        return Rederived({}, {}, dict.fromkeys(included, f"it cannot be built again here: {exc}"))
+    # Another nvcc, host compiler or tvm-ffi builds other bytes from the same inputs: not a verdict on the file.
+    here, there = toolchain(toolkit), provenance.get("toolchain") or {}
+    if here != there:
+        differs = "; ".join(f"{k}: built with {there.get(k)!r}, here {here.get(k)!r}" for k in sorted(set(here) | set(there))
+                            if here.get(k) != there.get(k))
+        why = f"the toolchain here is not the builder's ({differs}); verify it on a host with the builder's toolchain"
+        return Rederived({}, {}, dict.fromkeys(included, why))
+    try:
+        found, _, work = _plan_and_build(request, stack, local, patched, patched.parent, patches_dir, cache_dir, log)
+    except OverlayError as exc:  # the child stopped (torch missing, a crash): nothing here says the modules are wrong
+        return Rederived({}, {}, dict.fromkeys(included, f"it could not be built again here: {exc}"))
+    trusted = {n: f"nvcc could not build it here: {line}" for n, line in (found.get("failed") or {}).items()}
+    trusted |= {n: why for n, why in (found.get("skipped") or {}).items()}
+    for name, record in found.get("built", {}).items():
+        if not record.get("reproducible"):
+            trusted[name] = f"not reproducible: {record.get('not_reproducible')}"
+    modules = {n: (work / "modules" / n / f"{n}.so").read_bytes() for n in found.get("built", {}) if n not in trusted}
+    inputs = {n: m["inputs"] for n, m in found["modules"].items()}
+    return Rederived(modules, inputs, trusted)
+
+
+def _plan_and_build(request: Request, stack: Stack, local: str, wheel: Path, dist_dir: Path, patches_dir: Path,
+                    cache_dir: Path, log: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """(the probe's answer, the provenance, the workspace): the plan, and the builds unless plan_only."""
     sha256 = sha256_file(wheel)
-    # 2. The toolkit (the real nvcc) and the workspace this wheel, GPU and toolkit build in.
+    # 2. The toolkit (the real nvcc), the toolchain around it, and the workspace this wheel, GPU and toolkit build in.
     toolkit = find_toolkit()
     work = cache_dir / "jit-cache" / f"{sha256[:16]}-{request.gpu}-cuda{toolkit.release}"
     tree = _unpacked(wheel, work / "tree")
@@ -80,7 +148,7 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     headers = _cubin_headers(cubin, dist_dir, cache_dir)
     # 4. Plan and build in a child interpreter (torch, the tree's flashinfer), one module at a time.
     plan = {"tree": str(tree), "gpu": list(GPUS[request.gpu]), "toolkit": str(toolkit.root),
-            "torch_cuda": request.torch_cuda or toolkit.release,
+            "torch_cuda": request.torch_cuda or toolkit.release, "toolchain": toolchain(toolkit),
             "build": {"out": str(work / "modules"), "modules": list(request.modules) if request.modules else None},
             "cubins": str(headers) if headers else None, "cubins_sha256": cubin.sha256 if headers and cubin else None,
             "entries": None if request.serving is None else sorted(request.serving)}
@@ -89,20 +157,10 @@ def build_cache(request: Request, patches_dir: Path, dist_dir: Path, cache_dir: 
     then = "" if request.plan_only else f", then nvcc ({toolkit.nvcc_version})"
     log(f"{stack.name} on {request.gpu}: planning FlashInfer {local}'s modules{then}")
     found = _run_probe(plan, toolkit, work)
-    _check_asked(request, found)
     provenance = _provenance(request, stack, wheel, sha256, toolkit, plan, found)
-    if request.plan_only:
-        return Result(None, "", "", provenance)
-    _check_failed(found, work)
-    # 5. The wheel: the modules built, the plan and how they were built.
-    version = jit_wheel.cache_version(local, toolkit.major, request.gpu)
-    provenance["flashinfer_cubin"] = {"filename": cubin.filename, "sha256": cubin.sha256} if headers and cubin else None
-    built = [jit_wheel.Built(n, (work / "modules" / n / f"{n}.so").read_bytes()) for n in sorted(found["built"])]
-    for module in built:
-        provenance["modules"][module.name]["sha256"] = sha256_bytes(module.data)
-    files = jit_wheel.members(version, built, provenance, f"{target.dist}=={local}")
-    name = jit_wheel.filename(version)
-    return _land(dist_dir, name, files, epoch, version, provenance)
+    if not request.plan_only:
+        provenance["flashinfer_cubin"] = {"filename": cubin.filename, "sha256": cubin.sha256} if headers and cubin else None
+    return found, provenance, work
 
 
 def _stack(request: Request, patches_dir: Path) -> tuple[Stack, Target, str]:
@@ -171,6 +229,11 @@ def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, 
         raise OverlayError(msg, path=work, expected="exit 0", found=f"exit {done.returncode}",
                            fix="fix what the message above names, then run the command again")
     result: dict[str, Any] = json.loads(done.stdout)
+    if result.get("network"):  # refused in the child: what it planned may lack what that download would have brought
+        msg = (f"planning attempted {len(result['network'])} connection(s), refused ({result['network'][0]}): a planning "
+               f"run starts no download; report this with the stack and GPU family")
+        raise OverlayError(msg, path=work, expected="no connection", found="; ".join(result["network"]),
+                           fix="report it; nothing was downloaded")
     return result
 
 
@@ -205,7 +268,10 @@ def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolki
             entry["sglang_sites"] = {e: list(serving[e]) for e in module["loaded_by"] if e in serving}
         entry["included"] = name in found.get("built", {})
         if entry["included"]:
-            entry["build_seconds"] = found["built"][name]["seconds"]
+            built = found["built"][name]
+            entry["reproducible"] = bool(built.get("reproducible"))
+            if not entry["reproducible"]:
+                entry["not_reproducible"] = built.get("not_reproducible")
         elif name in found.get("skipped", {}):
             entry["not_prebuilt"] = found["skipped"][name]
         modules[name] = entry
@@ -215,10 +281,11 @@ def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolki
         "flashinfer": {"filename": wheel.name, "sha256": sha256, "version": found["version"]},
         "cuda": {"release": toolkit.release, "nvcc": toolkit.nvcc_version, "torch_cuda": plan["torch_cuda"],
                  "libcuda_stub": bool(plan.get("libcuda_stub"))},
+        "toolchain": plan["toolchain"], "entry_points": found.get("entries", {}),
         "serving_path": {"sglang": request.sglang, "all_routes": serving is None,
                          "entries": None if serving is None else {e: list(v) for e, v in sorted(serving.items())
                                                                   if e in found["calls"]}},
-        "modules": modules, "cubins": found["cubins"], "not_reproducible": jit_wheel.NOT_REPRODUCIBLE,
+        "modules": modules, "cubins": found["cubins"], "reproducible": jit_wheel.REPRODUCIBLE,
     }
 
 

@@ -1,4 +1,4 @@
-"""The CUDA toolkit a JIT cache is built with: where it is, its release, and the link stub it may lack.
+"""The CUDA toolkit a JIT cache is built with: where it is, its release, the toolchain around it, and the link stub it may lack.
 
 FlashInfer's JIT links every module with ``-L$cuda_home/lib64/stubs -lcuda`` (jit/cpp_ext.py). A
 toolkit installed without the driver stubs (the nvcc and cudart packages alone, as in slim CI
@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -51,6 +52,28 @@ def find_toolkit(environ: dict[str, str] | None = None) -> Toolkit:
            f"and set CUDA_HOME to it (e.g. CUDA_HOME=/usr/local/cuda-13.0)")
     raise ConfigError(msg, item="CUDA_HOME", expected="a toolkit with bin/nvcc and include/cuda.h", found=where,
                       fix="export CUDA_HOME=/path/to/cuda")
+
+
+def toolchain(toolkit: Toolkit, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """What turns a module's inputs into its bytes besides them: nvcc, the host compilers (nvcc's, $CC or gcc;
+    FlashInfer's link and .cpp compiles, $CXX or c++, jit/cpp_ext.py) and the tvm-ffi headers every module
+    includes. Two hosts that agree on these build the same bytes from the same inputs."""
+    env = os.environ if environ is None else environ
+    found = {"nvcc": toolkit.nvcc_version, "cc": _first_line([env.get("CC") or "gcc", "--version"]),
+             "cxx": _first_line([env.get("CXX") or "c++", "--version"])}
+    try:
+        found["tvm_ffi"] = metadata.version("apache-tvm-ffi")
+    except metadata.PackageNotFoundError:
+        found["tvm_ffi"] = "not installed"
+    return found
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        return f"{argv[0]}: {exc.strerror}"
+    return (done.stdout.strip().splitlines() or [f"{argv[0]} exited {done.returncode}"])[0]
 
 
 def _release(header: Path) -> str:

@@ -22,18 +22,17 @@ from typing import Any
 
 from packaging.version import Version
 
-from .metadata import RecordRow, record_hash, write_record
+from .. import records
 
 PACKAGE = "flashinfer_jit_cache"
 DIST = "flashinfer-jit-cache"
 PROVENANCE = "NVFP4_OVERLAY_JIT_CACHE.json"
 MODULES_DIR = "jit_cache"
-# What nvcc leaves this tool no way to fix (measured: fp4_kv_quant built twice differs): nvcc names its
-# temporary files tmpxft_<process id>_... and that name lands in the module's registration symbols,
-# and the source's absolute path (the unpacked tree under the cache dir) is embedded too.
-NOT_REPRODUCIBLE = ("a module's bytes differ from build to build: nvcc embeds its temporary file name "
-                    "(tmpxft_<process id>) and the source's absolute path; they also depend on the nvcc build and "
-                    "the host compiler; the archive around them (dates, order, modes) is fixed")
+# What the provenance says of the modules' bytes (probes/flashinfer/jit_build.py, docs/design.md).
+REPRODUCIBLE = ("each module's bytes are a function of its inputs (sources' digests and flags) and the toolchain "
+                "named here: built with FlashInfer's command lines plus flags that change embedded names only "
+                "(-ffile-prefix-map, nvcc --keep), so verify builds it again and compares; a module marked "
+                "not reproducible, or one that cannot be built again where it is checked, is taken on its builder's word")
 
 
 def cache_version(flashinfer_local_version: str, cuda_major: str, gpu: str) -> str:
@@ -58,8 +57,8 @@ def members(version: str, modules: list[Built], provenance: Mapping[str, Any], r
     out[f"{dist_info}/METADATA"] = _metadata(version, provenance, requires)
     out[f"{dist_info}/WHEEL"] = _wheel_file()
     out[f"{dist_info}/{PROVENANCE}"] = (json.dumps(provenance, indent=2, sort_keys=True) + "\n").encode()
-    rows = [RecordRow(name, record_hash(data), str(len(data))) for name, data in out.items()]
-    out[f"{dist_info}/RECORD"] = write_record(f"{dist_info}/RECORD", rows)
+    rows = [records.Row(name, records.hash_of(data), str(len(data))) for name, data in out.items()]
+    out[f"{dist_info}/RECORD"] = records.write(f"{dist_info}/RECORD", rows)
     return out
 
 

@@ -273,3 +273,8 @@ ENTRIES: Dict[str, Entry] = {
     ),
 }
 
+
+# FlashInfer's own compile list (compile_list.py), routed the same way; it needs Entry, defined above.
+from .compile_list import COMPILE_LIST  # noqa: E402
+
+ENTRIES.update(COMPILE_LIST)

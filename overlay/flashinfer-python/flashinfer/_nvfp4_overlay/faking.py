@@ -12,6 +12,9 @@ otherwise, and only in the thread that fakes, for as long as it fakes (``faking`
   on a made-up value;
 - a library's own compiler (CuTe DSL's ``cute.compile``, which releases before 0.7.4 call outside
   FlashInfer's loader) refuses, so that such a path fails the fake rather than compiling;
+- every workspace getter that keeps its buffers in a cache of its own (``utils._get_cache_buf``, a
+  module-level dict keyed by name and device) allocates a fresh buffer, kept nowhere: a fake tensor
+  never enters upstream's cache, and an eager caller's real buffer is never handed to a fake;
 - every ``functools.cache``d FlashInfer function (the module getters: ``get_fp4_quantization_module``
   and its kin) runs its own body, uncached: a module loaded eagerly before the compile is never
   called on fake tensors, and a stand-in is never kept in upstream's cache (a stand-in's kernel
@@ -111,13 +114,23 @@ class StandInSpec:
 # --- the switch ---------------------------------------------------------------------------------------
 
 Owner = Any  # a module's namespace (a dict), or a class
-Place = List[Any]  # [where, name, kind, upstream's object, its switch]: kind "cached", "generator", "loader", "compiler"
+# [where, name, kind, upstream's object, its switch]: kind "cached", "generator", "loader", "workspace", "compiler"
+Place = List[Any]
 Switched = Tuple[Owner, str, Any, Any]  # (where, name, upstream's object, the switch)
 _replacements: Dict[Tuple[int, str], Any] = {}  # (id of upstream's object, kind) -> its switch, made once
 _kept: List[Any] = []  # upstream's objects that have a switch (so that their ids stay theirs)
 _places: Dict[int, List[Place]] = {}  # len(sys.modules) -> where the switchable names are
+# FlashInfer's workspace getters that keep what they allocate (name, bytes, device, zero_init=False).
+_WORKSPACES = ("_get_cache_buf",)
 # Libraries' own compilers a wrapper may call outside FlashInfer's loader: module -> names.
 _COMPILERS = {"cutlass.cute": ("compile",)}
+
+
+def _fresh_workspace(name: str, bytes: int, device: Any, zero_init: bool = False) -> Any:
+    """What _get_cache_buf allocates on a miss, kept nowhere."""
+    import torch
+
+    return (torch.zeros if zero_init else torch.empty)(bytes, dtype=torch.uint8, device=device)
 
 
 class NotDerivable(RuntimeError):
@@ -185,6 +198,9 @@ def _kind(value: Any) -> str:
         return "generator"
     if callable(value) and getattr(value, "__name__", "") == "build_and_load":
         return "loader"
+    if callable(value) and getattr(value, "__name__", "") in _WORKSPACES \
+            and _upstreams_module(getattr(value, "__module__", None) or ""):
+        return "workspace"
     return ""
 
 
@@ -227,6 +243,9 @@ def _replacement(original: Any, kind: str) -> Any:
     elif kind == "generator":
         def made(*args: Any, **kwargs: Any) -> Any:
             return StandInSpec(name) if active() else original(*args, **kwargs)
+    elif kind == "workspace":
+        def made(*args: Any, **kwargs: Any) -> Any:
+            return _fresh_workspace(*args, **kwargs) if active() else original(*args, **kwargs)
     else:
         body = original.__wrapped__
 

@@ -1,9 +1,11 @@
 """Probe: the first call of routed entry points, and whether FlashInfer took each module from its jit cache.
 
 ``python -m nvfp4_overlay.probes.flashinfer.jit_load < plan.json`` prints one JSON document. The plan names the
-entry points and a case of each (probes/flashinfer/cases.py), and ``gpu``: on a machine without one, the
+entry points (each called where the release defines it: probes/flashinfer/routed.py) and a case of each
+(probes/flashinfer/cases.py), and ``gpu``: on a machine without one, the
 compute capability to fake (the tensors are the CPU's and the call stops once the module is
-loaded, before any kernel); without it, the real GPU and the real call, timed. Every
+loaded, before any kernel); without it, the real GPU and the real call, timed, its outputs digested (inputs from a fixed seed, so two processes
+compare: the cached module's outputs against the JIT-built one's). Every
 ``JitSpec.build_and_load`` is watched, not replaced: the module's name, whether FlashInfer found it
 prebuilt (``JitSpec.is_aot``: flashinfer_jit_cache's directory) and the library it loaded. An
 audit hook records every process started during the calls (nvcc, ninja, ``which``): on the cached
@@ -12,6 +14,7 @@ path there is none.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from typing import Any
@@ -20,6 +23,7 @@ import torch
 
 from nvfp4_overlay.probes import io_audit, stdio
 from nvfp4_overlay.probes.flashinfer import cases as case_table
+from nvfp4_overlay.probes.flashinfer import routed
 
 
 class Loaded(Exception):
@@ -56,9 +60,11 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
 
     sys.addaudithook(audit)
     calls = {}
+    functions = routed.entry_points(flashinfer, [name for name, _ in plan["calls"]])
     for name, case_id in plan["calls"]:
-        fn = getattr(flashinfer, name)
+        fn = functions[name]
         make = dict(case_table.cases(name, fn))[case_id]
+        torch.manual_seed(0)  # the same inputs in every process: outputs comparable across runs
         args, kwargs = make(torch)
         if not faked:
             args = tuple(_on_gpu(torch, a) for a in args)
@@ -66,10 +72,12 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         del loads[:]
         watching[0] = True
         begun = time.perf_counter()
+        digest = None
         try:
-            fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
             if not faked:
                 torch.cuda.synchronize()
+                digest = _outputs_sha256(torch, result)
             outcome = "ok"
         except Loaded:
             outcome = "loaded"
@@ -77,9 +85,26 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
             outcome = f"{type(exc).__name__}: {str(exc)[:300]}"
         watching[0] = False
         calls[f"{name}[{case_id}]"] = {"outcome": outcome, "seconds": round(time.perf_counter() - begun, 3),
-                                       "loads": list(loads)}
+                                       "loads": list(loads), "outputs_sha256": digest}
     return {"version": flashinfer.__version__, "aot_dir": str(jit_env.FLASHINFER_AOT_DIR), "import_seconds": round(imported, 3),
             "calls": calls, "processes": processes}
+
+
+def _outputs_sha256(torch: Any, result: Any) -> str:
+    """One digest of every tensor a call returned (nested as upstream nests them): dtype, shape and bytes."""
+    digest = hashlib.sha256()
+    stack = [result]
+    while stack:
+        value = stack.pop(0)
+        if isinstance(value, (tuple, list)):
+            stack[:0] = list(value)
+        elif isinstance(value, torch.Tensor):
+            data = value.detach().contiguous().cpu()
+            digest.update(f"{data.dtype}{tuple(data.shape)}".encode())
+            digest.update(bytes(data.reshape(-1).view(torch.uint8).numpy()))
+        else:
+            digest.update(repr(value).encode())
+    return digest.hexdigest()
 
 
 def _on_gpu(torch: Any, value: Any) -> Any:

@@ -16,23 +16,22 @@ against them: with ``cubins`` (a directory of flashinfer-cubin's artifacts but t
 headers and checksum lists) those are the real headers, copied into the probe's cubin directory;
 without it the loader's misses are answered with placeholders, and such a module is not built.
 
-With ``build``: {"out": DIR, "modules": [names] or null}, each planned module is then built by
-FlashInfer's own AOT machinery (``jit.core.build_jit_specs``, one spec at a time, into the
-workspace FLASHINFER_WORKSPACE_BASE names) and its ``<name>.so`` copied to ``DIR/<name>/<name>.so``
-beside ``build.json`` (its inputs' digest and the seconds it took); a module whose build.json names
-the same inputs is kept, so an interrupted build resumes where it stopped. Progress goes to stderr.
+Planning starts no download: FlashInfer's cubin loader is answered from the probe's cubin directory
+alone (a miss is recorded and answered with a placeholder, never logged as a fetch), and an audit
+hook refuses, and records in ``network``, any connection the process attempts.
+
+With ``build``: {"out": DIR, "modules": [names] or null}, each planned module is then built
+(probes/flashinfer/jit_build.py: FlashInfer's own build_jit_specs, with the flags that make its bytes
+the same on any build host) into ``DIR/<name>/<name>.so``. Progress goes to stderr.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import shutil
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,19 +40,36 @@ import torch
 from nvfp4_overlay.probes import stdio
 from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.flashinfer import cases as case_table
-from nvfp4_overlay.probes.flashinfer import serving_stubs
+from nvfp4_overlay.probes.flashinfer import jit_build, routed, serving_stubs
 from nvfp4_overlay.probes.flashinfer.flashinfer_trace import Box
-
-HEARTBEAT_S = 30.0
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
+    network: list[str] = []
+    _refuse_connections(network)
     specs, found = plan_modules(plan)
     places = found.pop("places")
     if plan.get("build") is not None:
-        built = build(specs, {**plan["build"], "cubins": plan.get("cubins_sha256")}, places)
+        how = {**plan["build"], "cubins": plan.get("cubins_sha256"), "toolchain": plan.get("toolchain")}
+        built = jit_build.build(specs, found["modules"], how, places)
         found["built"], found["failed"], found["skipped"] = built["modules"], built["failed"], built["skipped"]
+    found["network"] = network
     return found
+
+
+def _refuse_connections(attempts: list[str]) -> None:
+    """Every connection the planning process attempts (a name lookup, a connect) refused and recorded."""
+    def audit(event: str, args: tuple[Any, ...]) -> None:
+        if event in _NETWORK_EVENTS:
+            attempts.append(f"{event} {repr(args)[:160]}")
+            raise ConnectionRefusedError(f"nvfp4-overlay: planning starts no download ({event} {repr(args)[:80]})")
+
+    sys.addaudithook(audit)
+
+
+# The standard library's audit events of a connection (socket) and of urllib's requests.
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.getaddrinfo", "socket.gethostbyname", "socket.sendto",
+                             "urllib.Request"})
 
 
 def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -73,7 +89,7 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     fake_capability(torch, tuple(plan["gpu"]))
     specs: dict[str, Any] = {}
     _record_specs(jit_core, box, specs)
-    _record_cubins(box)
+    _local_artifacts(box)
     first, calls, cubins = _call_every_case(flashinfer, box, specs, tree, plan.get("entries"))
     # The paths of this run, as the provenance names them: a module's inputs are the same wherever it is built.
     places = {tree: "<tree>", toolkit: "<toolkit>", os.environ["FLASHINFER_WORKSPACE_BASE"]: "<workspace>",
@@ -81,12 +97,13 @@ def plan_modules(plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     loaded_by: dict[str, set[str]] = {}
     for entry, by_case in calls.items():
         for outcome in by_case.values():
-            for name in outcome.pop("loaded"):
+            for name in outcome["loaded"]:
                 loaded_by.setdefault(name, set()).add(entry)
     modules = {n: describe_spec(s, places) | {"first_loaded_by": first.get(n), "loaded_by": sorted(loaded_by.get(n, ()))}
                for n, s in specs.items()}
+    homes = routed.routed_modules(box.package)
     return specs, {"version": flashinfer.__version__, "archs": archs, "modules": modules, "calls": calls,
-                   "cubins": cubins, "places": places}
+                   "cubins": cubins, "places": places, "entries": homes}
 
 
 def _faked_node(plan: dict[str, Any]) -> tuple[Any, Any]:
@@ -110,14 +127,15 @@ def _faked_node(plan: dict[str, Any]) -> tuple[Any, Any]:
 def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str,
                      entries: list[str] | None) -> tuple[Any, Any, Any]:
     """(module -> [entry point, case] that first loaded it, each call's outcome and the modules it loaded,
-    cubin -> the calls that fetched it), for every routed entry point or those `entries` names."""
-    from flashinfer._nvfp4_overlay.entries import ENTRIES
-
+    cubin -> the calls that fetched it), for every routed entry point or those `entries` names, each called
+    where the release defines it (probes/flashinfer/routed.py: flashinfer.gemm's too)."""
     first: dict[str, list[str]] = {}
     calls: dict[str, dict[str, Any]] = {}
     cubins: dict[str, set[str]] = {}
-    for name in sorted(n for n in ENTRIES if hasattr(flashinfer, n) and (entries is None or n in entries)):
-        fn, calls[name] = getattr(flashinfer, name), {}
+    for name, fn in routed.entry_points(flashinfer).items():
+        if entries is not None and name not in entries:
+            continue
+        calls[name] = {}
         _forget_loaded_modules()
         for case_id, make in case_table.cases(name, fn):
             before, fetched, loaded = set(specs), len(box.fetched), len(box.loaded)
@@ -130,7 +148,7 @@ def _call_every_case(flashinfer: Any, box: Any, specs: dict[str, Any], tree: str
             for spec_name in specs.keys() - before:
                 first[spec_name] = [name, case_id]
             calls[name][case_id] = {"outcome": outcome.replace(tree, "<tree>"),
-                                    "cubins": sorted(set(box.fetched[fetched:])), "loaded": set(box.loaded[loaded:])}
+                                    "cubins": sorted(set(box.fetched[fetched:])), "loaded": sorted(set(box.loaded[loaded:]))}
             for uri in box.fetched[fetched:]:
                 cubins.setdefault(uri, set()).add(f"{name}[{case_id}]")
     return first, calls, {uri: sorted(by) for uri, by in cubins.items()}
@@ -171,18 +189,30 @@ def _record_specs(jit_core: Any, box: Any, specs: dict[str, Any]) -> None:
             obj.build_and_load = build_and_load  # type: ignore[attr-defined]
 
 
-def _record_cubins(box: Any) -> None:
-    """The cubin loader's downloads (serving_stubs answers them from a placeholder cache)."""
+def _local_artifacts(box: Any) -> None:
+    """FlashInfer's cubin loader (get_artifact, get_cubin before 0.6.7) answered from the probe's cubin directory
+    alone: a file there is read as upstream reads it; a miss is recorded and written by serving_stubs' placeholder
+    writer, with no URL made and no "Fetching" line logged. Replaced wherever a module bound it by name."""
     from flashinfer.jit import cubin_loader
 
+    loaders = {id(getattr(cubin_loader, n)) for n in ("get_artifact", "get_cubin") if hasattr(cubin_loader, n)}
+    placeholder = cubin_loader.download_file  # serving_stubs': writes what a miss "downloads"
     box.fetched = []
-    answer = cubin_loader.download_file
 
-    def download_file(uri: str, path: str, *args: Any, **kwargs: Any) -> bool:
-        box.fetched.append(str(uri).rsplit("/", 3)[-1] if "://" in str(uri) else str(uri))
-        return bool(answer(uri, path, *args, **kwargs))
+    def get_artifact(file_name: str, sha256: str, session: Any = None) -> bytes:
+        local = os.path.join(str(cubin_loader.FLASHINFER_CUBIN_DIR), file_name)
+        data: bytes = cubin_loader.load_cubin(local, sha256)
+        if not data:
+            box.fetched.append(os.path.basename(file_name))
+            placeholder(file_name, local)
+            data = cubin_loader.load_cubin(local, sha256)
+        return data
 
-    cubin_loader.download_file = download_file
+    for name, module in list(sys.modules.items()):
+        if name.startswith("flashinfer") and module is not None:
+            for attribute in ("get_artifact", "get_cubin"):
+                if id(getattr(module, attribute, None)) in loaders:
+                    setattr(module, attribute, get_artifact)
 
 
 def describe_spec(spec: Any, places: dict[str, str]) -> dict[str, Any]:
@@ -205,77 +235,6 @@ def scrub(text: str, places: dict[str, str]) -> str:
     for path, name in places.items():
         text = text.replace(path, name)
     return text
-
-
-def build(specs: dict[str, Any], how: dict[str, Any], places: dict[str, str]) -> dict[str, Any]:
-    """Each chosen module built alone by upstream's build_jit_specs, kept when its inputs have not changed;
-    {"modules": what was built, "failed": module -> nvcc's first error line, "skipped": module -> why}."""
-    from flashinfer.jit import core as jit_core
-
-    out = Path(how["out"])
-    chosen = [n for n in sorted(specs) if how.get("modules") is None or n in how["modules"]]
-    done: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    skipped: dict[str, str] = {}
-    for number, name in enumerate(chosen, start=1):
-        spec = specs[name]
-        uses_cubins, inputs = _inputs(describe_spec(spec, places), how.get("cubins"))
-        stamp = out / name / "build.json"
-        if stamp.is_file() and json.loads(stamp.read_text()).get("inputs") == inputs and (out / name / f"{name}.so").is_file():
-            print(f"[{number}/{len(chosen)}] {name}: built before, kept", file=sys.stderr, flush=True)
-            done[name] = json.loads(stamp.read_text())
-            continue
-        if uses_cubins and not how.get("cubins"):
-            # The planning stubs answered the trtllm-gen headers with placeholders; nvcc needs the real ones,
-            # flashinfer-cubin's (jit-cache reads them from its pinned wheel when the dist dir or cache holds it).
-            skipped[name] = ("it compiles against the trtllm-gen headers, which flashinfer-cubin ships and the dist dir and "
-                             "cache lack: not prebuilt; bring it ('nvfp4-overlay index --cubins') and build again")
-            print(f"[{number}/{len(chosen)}] {name}: skipped: {skipped[name]}", file=sys.stderr, flush=True)
-            continue
-        print(f"[{number}/{len(chosen)}] {name}: nvcc, {len(spec.sources)} sources", file=sys.stderr, flush=True)
-        started = time.monotonic()
-        try:
-            with _heartbeat(name, started):
-                jit_core.build_jit_specs([spec], verbose=bool(how.get("verbose")), skip_prebuilt=False)
-        except RuntimeError as exc:  # nvcc refused: say so, go on with the others (one run shows every failure)
-            first = next((line for line in str(exc).splitlines() if "error" in line), str(exc)[-300:])
-            failed[name] = scrub(first, places)
-            print(f"[{number}/{len(chosen)}] {name}: FAILED: {failed[name]}", file=sys.stderr, flush=True)
-            continue
-        seconds = round(time.monotonic() - started, 1)
-        (out / name).mkdir(parents=True, exist_ok=True)
-        staged = out / name / f".{name}.so.partial"
-        shutil.copyfile(spec.jit_library_path, staged)
-        staged.replace(out / name / f"{name}.so")
-        done[name] = {"inputs": inputs, "seconds": seconds}
-        stamp.write_text(json.dumps(done[name], sort_keys=True))
-        print(f"[{number}/{len(chosen)}] {name}: built in {seconds} s", file=sys.stderr, flush=True)
-    return {"modules": done, "failed": failed, "skipped": skipped}
-
-
-def _inputs(described: dict[str, Any], cubins: str | None) -> tuple[bool, str]:
-    """(whether the module compiles against the trtllm-gen headers, what its build is kept by): a trtllm-gen
-    module's inputs include those headers, flashinfer-cubin's, by that wheel's digest."""
-    uses_cubins = any(d.startswith("<cubins>") for d in described["include_dirs"])
-    return uses_cubins, described["inputs"] + (f"+cubin:{cubins}" if uses_cubins and cubins else "")
-
-
-@contextlib.contextmanager
-def _heartbeat(name: str, started: float) -> Any:
-    """A line every HEARTBEAT_S seconds while nvcc works, so a long module never looks hung."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            print(f"    {name}: still building, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-
-    thread = threading.Thread(target=beat, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 if __name__ == "__main__":
