@@ -103,7 +103,7 @@ def source_date_epoch() -> int:
     if not text.strip().isdigit() or int(text) > ZIP_LAST:
         msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 up to {ZIP_LAST} (zip's last "
                f"date, 2107) "
-               f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)); set it to one, or unset it")
+               f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct))")
         raise ConfigError(msg, item="SOURCE_DATE_EPOCH", expected="seconds since 1970", found=text,
                           fix="unset it, or set it to $(git log -1 --format=%ct)")
     return int(text)

@@ -71,9 +71,9 @@ def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
     releases = {r.version: r for r in sglang_releases.audit_releases(ctx.patches_dir)}
     unknown = [v for v in named if v not in releases]
     if unknown:
-        msg = f"{', '.join(unknown)}: no stack installs that SGLang release; name one of {', '.join(releases)}"
+        msg = f"{', '.join(unknown)}: no stack installs that SGLang release"
         raise ConfigError(msg, path=ctx.patches_dir / "stacks.toml", item=", ".join(unknown),
-                          expected="an SGLang release of a stack", found="none", fix="see 'nvfp4-overlay list'")
+                          expected="an SGLang release of a stack", found="none", fix=f"name one of {', '.join(releases)}")
     path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
     table = sglang_launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
     for version in named or list(releases):
@@ -87,9 +87,9 @@ def _versions(ctx: Context, named: list[str]) -> list[str]:
     carried = [t.version for t in all_targets(ctx.patches_dir) if t.dist == FLASHINFER]
     unknown = [v for v in named if v not in carried]
     if unknown:
-        msg = f"{', '.join(unknown)}: no series under {ctx.patches_dir / FLASHINFER}; name carried releases"
+        msg = f"{', '.join(unknown)}: no series under {ctx.patches_dir / FLASHINFER}"
         raise ConfigError(msg, path=ctx.patches_dir / FLASHINFER, item=", ".join(unknown),
-                          expected="a carried release", found="no series", fix="see 'nvfp4-overlay list'")
+                          expected="a carried release", found="no series", fix="name carried releases")
     return named or carried
 
 

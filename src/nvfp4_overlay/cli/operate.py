@@ -148,7 +148,7 @@ def cmd_rollback(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
     named = stacks.get(ctx.args.stack, ctx.patches_dir / "stacks.toml") if ctx.args.stack else None
     if ctx.args.switch_release and named is None:
-        msg = "--switch-release: it switches to the releases of a stack; name one with --stack NAME"
+        msg = "--switch-release: it switches to the releases of a stack"
         raise ConfigError(msg, item="--switch-release", expected="--stack NAME", found="no --stack",
                           fix="add --stack NAME, or leave out --switch-release")
     tool = _tool(ctx, always=True)
@@ -188,8 +188,8 @@ def _tool(ctx: Context, *, always: bool = False) -> Tool:
     elif ctx.args.run or always:
         python = sys.executable  # --run without --python: this environment, as doctor examines it
     if ctx.args.uv and ctx.args.run and shutil.which("uv") is None:
-        msg = "--uv --run: uv is not on PATH; install it ('pip install uv') or leave out --uv to use pip"
-        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing", fix="pip install uv")
+        msg = "--uv --run: uv is not on PATH"
+        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing", fix="install it ('pip install uv') or leave out --uv to use pip")
     return Tool(uv=ctx.args.uv, python=python)
 
 
@@ -206,9 +206,9 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], che
         done = _run(step.argv, step.stdin)
         if done.returncode != 0:
             msg = (f"step {number} of {len(steps)} ({step.shell}) exited {done.returncode}; the steps after it did "
-                   f"not run. Its own message is above; fix what it names and run the command again")
+                   f"not run. Its own message is above")
             raise StepFailed(msg, item=step.shell, expected="exit 0", found=f"exit {done.returncode}",
-                             fix="fix what the command's message names, then run it again")
+                             fix="fix what it names and run the command again")
     ctx.emit({**document, "ran": True}, f"done: {len(steps)} steps")
     return Exit.OK
 

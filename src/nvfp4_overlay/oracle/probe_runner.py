@@ -55,9 +55,8 @@ def _start_server() -> subprocess.Popen[str]:
     if not ready:
         error = server.stderr.read()
         if "No module named 'torch'" in error:
-            msg = (f"the behaviour checks need torch in this interpreter ({sys.executable}); "
-                   f"run them from make test's .venv, or pip install torch")
-            raise ConfigError(msg, fix="pip install torch, or run from make test's .venv")
+            msg = f"the behaviour checks need torch in this interpreter ({sys.executable})"
+            raise ConfigError(msg, fix="run them from make test's .venv, or pip install torch")
         msg = f"the probe interpreter did not start:\n{error[-2000:]}"
         raise ConfigError(msg)
     threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()

@@ -76,9 +76,9 @@ def load_overlay_revision(patches_dir: Path, dist: str) -> int | None:
         return None
     revision = _read_toml(path).get("revision")
     if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
-        msg = f"{path}: revision = {revision!r} must be a positive integer; restore it from git"
+        msg = f"{path}: revision = {revision!r} must be a positive integer"
         raise ConfigError(msg, path=path, item="revision", expected="a positive integer", found=repr(revision),
-                          fix=f"git checkout -- {path}")
+                          fix=f"restore it from git ('git checkout -- {path}')")
     return revision
 
 
@@ -217,10 +217,9 @@ def _no_series(patches_dir: Path, target: Target, path: Path) -> None:
     near = nearest(target.version, [t.version for t in carried if t.dist == target.dist])
     below = [v for v in near if _is_version(target.version) and Version(v) < Version(target.version)]
     source = below[-1] if below else near[0]
-    msg = (f"{target} has no series ({path} not found); the nearest carried: {', '.join(near)}. Build one of "
-           f"those, or port a series with 'nvfp4-overlay refresh {target.dist} {source} {target.version}'")
+    msg = f"{target} has no series ({path} not found)"
     raise ConfigError(msg, path=path, item=str(target), expected="a carried release", found=target.version,
-                      fix=f"one of {', '.join(near)}")
+                      fix=f"the nearest carried: {', '.join(near)}. Build one of those, or port a series with 'nvfp4-overlay refresh {target.dist} {source} {target.version}'")
 
 
 def _wheel_name_problem(filename: str, target: Target) -> str | None:
@@ -312,7 +311,7 @@ def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
     files = []
     for path in sorted(root.rglob("*")):
         if path.is_symlink():
-            msg = f"{path}: overlay files must be regular files, not symlinks; copy the file in"
+            msg = f"{path}: overlay files must be regular files, not symlinks"
             raise ConfigError(msg, path=path, expected="a regular file", found="a symlink", fix="copy the file in")
         if path.is_file() and "__pycache__" not in path.parts and path != root / OVERLAY_RELEASES:
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644
