@@ -241,9 +241,9 @@ def refresh(request: Request, *, log: Callable[[str], None]) -> Refreshed:
     series = read_series(old.directory)
     dest = patches_dir / dist / target.version
     if dest.exists():
-        msg = f"{dest}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+        msg = f"{dest}: already exists, and refresh never overwrites a series"
         raise ConfigError(msg, path=dest, item=str(target), expected="no series yet", found="a series",
-                          fix="remove the directory, or refresh to another release")
+                          fix="remove it first if it is stale, or refresh to another release")
     # 1. The new release's wheels, each checked to be the release it says; the old one, the merge's base.
     wheels = _release_wheels(patches_dir, old, target, source_wheels, log)
     origin = releases.release_wheel(patches_dir, source, source_wheels)
@@ -362,7 +362,7 @@ def _drift_everywhere(
         if [p.images for p in other] != [p.images for p in results[0]]:
             msg = (
                 f"{wheel.filename}: the files the series touches differ from those in {wheels[0].filename}; "
-                f"one series cannot serve both: port it by hand")
+                f"one series cannot serve both")
             raise PatchError(msg, path=wheel.path, item=wheel.filename, expected=f"the files of {wheels[0].filename}",
                              found="other files", fix="port the series by hand, one per wheel")
     return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})

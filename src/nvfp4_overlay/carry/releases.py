@@ -48,10 +48,9 @@ def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[V
     if listed:
         return sorted(_versions(listed))
     msg = (
-        f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}\n"
-        f"Check pip's index configuration, or name the releases: --against VERSION ... (with --offline)")
+        f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}")
     raise FetchError(msg, item=dist, expected="pip index versions listing the releases", found=ran.tail,
-                     fix="check pip's index configuration, or name the releases with --offline")
+                     fix="check pip's index configuration, or name the releases: --against VERSION ... (with --offline)")
 
 
 def local_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
@@ -183,7 +182,7 @@ def _no_such_release(target: Target, carried: Sequence[str], ran: pip.Ran) -> Co
     msg = (f"{target}: the index has no such release (pip: {ran.tail.splitlines()[-1] if ran.tail else 'nothing'}); "
            f"its newest is {newest}; the nearest carried: {near}")
     return ConfigError(msg, item=str(target), expected="a release the index lists", found=target.version,
-                       fix=f"name a release the index lists (the newest is {newest}; carried near it: {near})")
+                       fix="name a release the index lists")
 
 
 def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str],

@@ -117,7 +117,7 @@ def _os_error(exc: OSError, ctx: Context | None) -> ConfigError:
         fix = "check the path and its permissions"
     if path is None:  # nothing names the file: say where the command writes
         where = ", ".join(f"{name} {place}" for name, place in places.items()) or "the current directory"
-        msg = f"{exc.strerror or exc} while writing to one of: {where}; {fix}"
+        msg = f"{exc.strerror or exc} while writing to one of: {where}"
     else:
         msg = f"{path}: {exc.strerror or exc}"
     return ConfigError(msg, path=path, item=option, found=exc.strerror or str(exc), fix=fix)

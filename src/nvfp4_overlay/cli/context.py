@@ -121,9 +121,9 @@ def _directory(path: Path, what: str, *, may_be_missing: bool = False) -> Path:
     if path.is_dir() or (may_be_missing and not path.exists() and not _under_a_file(path)):
         return path
     found = "a file" if path.exists() else "missing"
-    msg = f"{what} {path}: is {found}, not a directory; name a directory" + (
-        " (it is made if missing)" if may_be_missing else "")
-    raise ConfigError(msg, path=path, item=what, expected="a directory", found=found, fix="name a directory")
+    msg = f"{what} {path}: is {found}, not a directory"
+    fix = "name a directory" + (" (it is made if missing)" if may_be_missing else "")
+    raise ConfigError(msg, path=path, item=what, expected="a directory", found=found, fix=fix)
 
 
 def _under_a_file(path: Path) -> bool:

@@ -79,10 +79,11 @@ def pinned(name: str, version: str, tags: Iterable[str], patches_dir: Path) -> t
                          found="none", fix="verify it with the checkout that built it") from exc
     if version != upstream.local_version:
         msg = (f"cannot be verified here: it is labelled {version}, and this checkout builds {target} as "
-               f"{upstream.local_version} ({upstream.directory / 'upstream.toml'} and the overlay's revision): "
-               f"verify it with the checkout that built {version}, or rebuild it here ('nvfp4-overlay build {target}')")
+               f"{upstream.local_version} ({upstream.directory / 'upstream.toml'} and the overlay's revision)")
         raise Unverified(msg, path=upstream.directory / "upstream.toml", item=version,
-                         expected=upstream.local_version, found=version, fix=f"nvfp4-overlay build {target}")
+                         expected=upstream.local_version, found=version,
+                         fix=f"verify it with the checkout that built {version}, or rebuild it here "
+                             f"('nvfp4-overlay build {target}')")
     wanted = set(tags)
     pin = next((w for w in upstream.wheels if {str(t) for t in _tags(w.filename)} == wanted), None)
     if pin is None:

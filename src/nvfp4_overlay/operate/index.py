@@ -131,8 +131,7 @@ def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     changed = [f"{w.filename}: {w.sha256}, SHA256SUMS says {sums[w.filename]}"
                for w in wheels if w.filename in sums and sums[w.filename] != w.sha256]
     if changed:
-        msg = (f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
-               + "\nRebuild them ('make wheels') or find out who changed them")
+        msg = f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
         raise IntegrityError(msg, path=dist_dir, item=", ".join(w.split(":")[0] for w in changed),
                              expected="the digests in SHA256SUMS", found="other digests",
                              fix="rebuild them ('make wheels') or find out who changed them")

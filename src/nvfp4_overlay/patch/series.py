@@ -195,7 +195,7 @@ def _check_hunk_lines(path: Path, lines: Sequence[str]) -> None:
             problems.append(f"line {number}: hunk {header} holds more lines than its header counts")
         ended = ended and kind == "\\"
     if problems:
-        msg = f"{path}: " + "\n  ".join(["malformed unified diff; regenerate it with 'diff -u' or 'git diff':", *problems[:20]])
+        msg = f"{path}: " + "\n  ".join(["malformed unified diff:", *problems[:20]])
         raise ConfigError(msg, path=path, expected="hunks whose lines match their headers",
                           found="; ".join(problems[:20]), fix=_REGENERATE)
 

@@ -112,7 +112,7 @@ class WheelReader:
         """Decompress one member; zipfile stops at the declared size and checks the CRC-32 as it reads."""
         info = self.infos.get(name)
         if info is None:
-            msg = f"{self.path}: has no member {name}; the wheel is malformed (delete it and download it again)"
+            msg = f"{self.path}: has no member {name}; the wheel is malformed"
             raise UnsafeArchiveError(msg, path=self.path, item=name, found="missing",
                                      fix="delete it and download it again")
         try:
@@ -159,7 +159,7 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
         seen.add(info.filename.lower())
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        msg = f"{path}: unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        msg = f"{path}: unsafe archive, refused before extracting anything:\n  {shown}"
         raise UnsafeArchiveError(msg, path=path, expected="safe member names", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     total = sum(i.file_size for i in zf.infolist())
@@ -224,7 +224,7 @@ def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[s
         starts[info.filename] = start
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        msg = f"{path}: corrupt or unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        msg = f"{path}: corrupt or unsafe archive, refused before extracting anything:\n  {shown}"
         raise UnsafeArchiveError(msg, path=path, expected="members that do not overlap", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     return starts

@@ -145,8 +145,7 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Wheel
         got = tmp / wheel.filename
         if not got.is_file():
             msg = (
-                f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
-                f"Check pip's index configuration, or pass --wheelhouse DIR holding the file")
+                f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}")
             raise FetchError(msg, item=wheel.filename, found=f"pip exit {ran.returncode}: {ran.tail}",
                              fix="check pip's index configuration, or pass --wheelhouse DIR holding the file")
         reader = _open_checked(got, wheel, remove=True, origin="download")

@@ -127,7 +127,7 @@ def parse_record(data: bytes, where: str) -> dict[str, records.Row]:
         msg = f"{where}: not a CSV file of UTF-8 text ({exc})"
         raise UnsafeArchiveError(msg, path=where, expected="CSV in UTF-8", found=str(exc), fix=UNTRUSTED) from exc
     if problems:
-        msg = f"{where}: malformed RECORD ({UNTRUSTED}):\n  " + "\n  ".join(problems[:20])
+        msg = f"{where}: malformed RECORD:\n  " + "\n  ".join(problems[:20])
         raise UnsafeArchiveError(msg, path=where, expected="PEP 376 RECORD rows", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     return rows
