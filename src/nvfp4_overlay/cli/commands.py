@@ -9,7 +9,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from ..carry import by_design, drift_json, matrix, releases, report
-from ..carry.refresh import Request, refresh
+from ..carry import refresh
 from ..errors import ConfigError, Exit, Refused
 from ..patch import Target, all_targets
 from .context import Context
@@ -63,25 +63,26 @@ def _check_new_releases(ctx: Context, targets: list[Target], plan: dict[Target, 
             key = f"{dist}=={version}"
             ctx.log(f"{key}: porting {newest} there and checking it by behaviour (a dry run)")
             try:
-                refresh(Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, dist, newest.version, version,
-                                drop_upstream=True, dry_run=True), log=ctx.log)
+                asked = refresh.Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, dist, newest.version, version,
+                                        drop_upstream=True, dry_run=True)
+                refresh.refresh(asked, log=ctx.log)
                 out[key] = {"from": newest.version, "works": True, "problems": []}
             except Refused as exc:
                 out[key] = {"from": newest.version, "works": False, "problems": list(exc.problems) or [str(exc)]}
     return out
 
 
-def _request(ctx: Context) -> Request:
+def _request(ctx: Context) -> refresh.Request:
     """refresh's arguments as its one request."""
     a = ctx.args
-    return Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, a.dist, a.from_version, a.to_version,
+    return refresh.Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, a.dist, a.from_version, a.to_version,
                    drop_upstream=a.drop_upstream, dry_run=a.dry_run, quick=a.quick)
 
 
 def cmd_refresh(ctx: Context) -> int:
     """Write patches/DIST/TO when every hunk applies or merges and the port behaves like upstream."""
     try:
-        done = refresh(_request(ctx), log=ctx.log)
+        done = refresh.refresh(_request(ctx), log=ctx.log)
     except Refused as exc:
         if exc.report is not None:
             ctx.emit({**drift_json.document(exc.report), "error": exc.data()}, report.table(exc.report))
