@@ -136,7 +136,7 @@ def verify_mirror(path: Path, patches_dir: Path) -> Verdict:
     try:
         cubin_pins.check(path, pin)
     except HashMismatchError as exc:
-        verdict.problems.append(exc.message)
+        verdict.problems.append(str(exc))  # the message and its fix, as printed
     else:
         verdict.notes.append(f"the pinned {pin.requirement} that 'index --cubins' mirrors: its sha256 is the one {pins} "
                              f"pins (upstream's file, not a build of this tool)")
