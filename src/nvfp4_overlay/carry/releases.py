@@ -238,8 +238,9 @@ def _record_seen(source: fetch.Source, filename: str, digest: str, *, replace: b
     if not replace and seen.get(filename, digest) != digest:
         msg = (
             f"{filename}: sha256 {digest} differs from {seen[filename]} recorded in {book} when it was "
-            f"first downloaded. If upstream re-published the file, check why; then delete both and rerun")
-        raise HashMismatchError(msg, path=book, item=filename, expected=seen[filename], found=digest)
+            f"first downloaded")
+        raise HashMismatchError(msg, path=book, item=filename, expected=seen[filename], found=digest,
+                                fix="if upstream re-published the file, check why; then delete both and rerun")
     if seen.get(filename) == digest:
         return
     seen[filename] = digest

@@ -8,8 +8,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..carry import by_design, drift_json, matrix, releases, report
-from ..carry import refresh
+from ..carry import by_design, drift_json, matrix, refresh, releases, report
 from ..errors import ConfigError, Exit, Refused
 from ..patch import Target, all_targets
 from .context import Context
@@ -22,8 +21,8 @@ def cmd_drift(ctx: Context) -> int:
         targets = [t for t in targets if t.dist == canonicalize_name(ctx.args.dist)]
     if not targets:
         of = f" of {ctx.args.dist}" if ctx.args.dist else ""
-        msg = f"{ctx.patches_dir}: no series{of} (no */*/upstream.toml); check --patches-dir and --dist"
-        raise ConfigError(msg, path=ctx.patches_dir)
+        msg = f"{ctx.patches_dir}: no series{of} (no */*/upstream.toml)"
+        raise ConfigError(msg, path=ctx.patches_dir, fix="check --patches-dir and --dist")
     markdown = Path(ctx.args.markdown) if ctx.args.markdown else None
     if markdown is not None and not markdown.parent.is_dir():  # before the work, not after it
         msg = f"--markdown {markdown}: the directory {markdown.parent} does not exist"

@@ -31,8 +31,8 @@ def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[s
     line = _read_line(server, timeout)
     if not line:
         del _servers[threading.get_ident()]
-        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()}); run it again, or see its stderr above"
-        raise ConfigError(msg)
+        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()})"
+        raise ConfigError(msg, fix="run it again, or see its stderr above")
     result: dict[str, Any] = json.loads(line)
     if "crash" in result and set(result) <= {"crash", "stderr"}:
         msg = f"probe {probe} failed:\n{result['crash'][-2000:]}\n{result.get('stderr', '')[-2000:]}"

@@ -188,8 +188,8 @@ def _check_sha256(path: Path, actual: str, expected: str) -> None:
     if actual != expected:
         msg = (
             f"{path}: sha256 {actual} does not match {expected} pinned in upstream.toml "
-            f"(the file changed after it was fetched); delete it and build again")
-        raise HashMismatchError(msg, path=path, expected=expected, found=actual)
+            f"(the file changed after it was fetched)")
+        raise HashMismatchError(msg, path=path, expected=expected, found=actual, fix="delete it and build again")
 
 
 def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[str, int]:

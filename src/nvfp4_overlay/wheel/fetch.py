@@ -129,9 +129,9 @@ def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str
         else:
             what, gone = str(path), "; replace the file in the wheelhouse with the pinned one"
         msg = (
-            f"{what}: sha256 {exc.found} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
-            f"If upstream re-published the file, check why before changing the pin")
-        raise HashMismatchError(msg, path=path, expected=wheel.sha256, found=exc.found) from None
+            f"{what}: sha256 {exc.found} does not match {wheel.sha256} pinned in upstream.toml{gone}")
+        raise HashMismatchError(msg, path=path, expected=wheel.sha256, found=exc.found,
+                                fix="if upstream re-published the file, check why before changing the pin") from None
 
 
 def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> WheelReader:

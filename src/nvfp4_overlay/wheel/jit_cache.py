@@ -242,7 +242,8 @@ def _check_asked(request: Request, found: dict[str, Any]) -> None:
         msg = (f"--module {', '.join(unknown)}: not loaded by the serving path on {request.gpu}; the plan's modules "
                f"are {', '.join(sorted(found['modules']))}"
                + ("" if request.serving is None else " (--all-routes plans every routed entry point's)"))
-        raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown))
+        raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown),
+                          fix="name modules of the plan, or leave out --module")
 
 
 def _check_failed(found: dict[str, Any], work: Path) -> None:
