@@ -27,7 +27,8 @@ def split_args(text: str) -> list[str]:
     except ValueError as exc:
         msg = f"--sglang-args: {exc} in {text!r}"
         raise UsageError(msg, item="--sglang-args", expected="the launch arguments, quoted as the shell quotes them",
-                         found=text, fix="close every quote inside the arguments, and give them as one quoted string") from exc
+                         found=text,
+                         fix="close every quote inside the arguments, and give them as one quoted string") from exc
 
 
 def model_path(argv: list[str]) -> str | None:

@@ -323,7 +323,8 @@ def _no_new_api(patches_dir: Path, target: Target, wheel: ReleaseWheel, matrix: 
         refused = Refused(msg, path=patches_dir / "flashinfer-python" / api_audit.AUDIT, item=str(target),
                           expected="every public function that reaches a kernel loader classified",
                           found=", ".join(fn.key for fn in found),
-                          fix="route each (overlay entries.py) or declare it out of scope in the audit, then refresh again",
+                          fix="route each (overlay entries.py) or declare it out of scope in the audit, then refresh "
+                              "again",
                           problems=problems)
         raise refused
 

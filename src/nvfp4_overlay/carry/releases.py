@@ -50,7 +50,8 @@ def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[V
     msg = (
         f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}")
     raise FetchError(msg, item=dist, expected="pip index versions listing the releases", found=ran.tail,
-                     fix="check pip's index configuration, or name the releases: --against VERSION ... (with --offline)")
+                     fix="check pip's index configuration, or name the releases: --against VERSION ... (with "
+                         "--offline)")
 
 
 def local_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
@@ -215,7 +216,8 @@ def check_wheel(wheel: ReleaseWheel, reader: WheelReader) -> None:
         msg = (f"{wheel.path}: integrity: not a consistent wheel of {wheel.target}, nothing was read from it "
                f"({exc.message})")
         raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),
-                             found=exc.message, fix="check where this file came from; delete it and fetch it again") from exc
+                             found=exc.message,
+                             fix="check where this file came from; delete it and fetch it again") from exc
     if canonicalize_name(found.name) != wheel.target.dist or Version(found.version) != Version(wheel.target.version):
         msg = f"{wheel.path}: integrity: it is {found.name} {found.version}, not {wheel.target}; nothing was read from it"
         raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),

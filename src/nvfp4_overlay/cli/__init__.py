@@ -98,7 +98,9 @@ def _report(exc: OverlayError, as_json: bool, prog: str) -> int:
 def _missing_module(exc: ModuleNotFoundError) -> ConfigError:
     msg = f"{sys.executable} lacks the module {exc.name}, which this command needs"
     return ConfigError(msg, path=sys.executable, item=exc.name, expected="the project's dependencies",
-                       found="missing", fix="install the project into this interpreter ('pip install -e .' in the clone, or 'make wheels', which makes .venv)")
+                       found="missing",
+                       fix="install the project into this interpreter ('pip install -e .' in the clone, or 'make "
+                           "wheels', which makes .venv)")
 
 
 def _os_error(exc: OSError, ctx: Context | None) -> ConfigError:

@@ -26,7 +26,8 @@ def cmd_drift(ctx: Context) -> int:
     markdown = Path(ctx.args.markdown) if ctx.args.markdown else None
     if markdown is not None and not markdown.parent.is_dir():  # before the work, not after it
         msg = f"--markdown {markdown}: the directory {markdown.parent} does not exist"
-        raise ConfigError(msg, path=markdown.parent, item="--markdown", fix=f"make it ('mkdir -p {markdown.parent}') or name another file")
+        raise ConfigError(msg, path=markdown.parent, item="--markdown",
+                          fix=f"make it ('mkdir -p {markdown.parent}') or name another file")
     if markdown is not None and markdown.is_dir():
         msg = f"--markdown {markdown}: is a directory"
         raise ConfigError(msg, path=markdown, item="--markdown", expected="a file", found="a directory",

@@ -102,10 +102,9 @@ def source_date_epoch() -> int:
         return ZIP_EPOCH
     if not text.strip().isdigit() or int(text) > ZIP_LAST:
         msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 up to {ZIP_LAST} (zip's last "
-               f"date, 2107) "
-               f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct))")
+               f"date, 2107)")
         raise ConfigError(msg, item="SOURCE_DATE_EPOCH", expected="seconds since 1970", found=text,
-                          fix="unset it, or set it to $(git log -1 --format=%ct)")
+                          fix="unset it, or set it to one (e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct))")
     return int(text)
 
 

@@ -73,7 +73,8 @@ def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
     if unknown:
         msg = f"{', '.join(unknown)}: no stack installs that SGLang release"
         raise ConfigError(msg, path=ctx.patches_dir / "stacks.toml", item=", ".join(unknown),
-                          expected="an SGLang release of a stack", found="none", fix=f"name one of {', '.join(releases)}")
+                          expected="an SGLang release of a stack", found="none",
+                          fix=f"name one of {', '.join(releases)}")
     path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
     table = sglang_launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
     for version in named or list(releases):

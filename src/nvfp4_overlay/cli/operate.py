@@ -190,7 +190,8 @@ def _tool(ctx: Context, *, always: bool = False) -> Tool:
         python = sys.executable  # --run without --python: this environment, as doctor examines it
     if ctx.args.uv and ctx.args.run and shutil.which("uv") is None:
         msg = "--uv --run: uv is not on PATH"
-        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing", fix="install it ('pip install uv') or leave out --uv to use pip")
+        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing",
+                          fix="install it ('pip install uv') or leave out --uv to use pip")
     return Tool(uv=ctx.args.uv, python=python)
 
 

@@ -55,7 +55,8 @@ def derive(name: str, version: str, tags: Iterable[str], patches_dir: Path, over
         msg = (f"cannot be verified here: this checkout cannot build {version} from {what}: "
                f"{exc.message.splitlines()[0]}")
         raise Unverified(msg, path=upstream.directory, item=version, expected=f"{version} built from {pin.filename}",
-                         found=exc.message.splitlines()[0], fix="fix the checkout, or verify with the checkout that built it") from exc
+                         found=exc.message.splitlines()[0],
+                         fix="fix the checkout, or verify with the checkout that built it") from exc
     made = {e.name: e.data for e in plan.entries if isinstance(e, NewMember)}
     record_name = next(n for n in made if n.endswith(".dist-info/RECORD"))
     record = {n: r.hash for n, r in parse_record(made[record_name], "the planned RECORD").items() if r.hash}

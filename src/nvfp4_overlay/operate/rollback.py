@@ -88,7 +88,8 @@ def rollback_targets(installed: Sequence[Installed], stack: Stack | None, *, swi
         wants = ", ".join(map(str, stack.targets))
         msg = f"--stack {stack.name}: {where} runs {runs}, not that stack's {wants}"
         raise ConfigError(msg, item="--stack", expected=wants, found=runs,
-                          fix=f"rollback without --stack puts back the upstream releases of what is installed, or add --switch-release to install {wants} in their place")
+                          fix="leave out --stack (rollback then puts back the upstream releases of what is "
+                              f"installed), or add --switch-release to install {wants} in their place")
     return [t for t in stack.targets if t.dist in have and have[t.dist].patched]
 
 
@@ -122,9 +123,12 @@ def hashed(targets: Sequence[Target], patches_dir: Path) -> str:
         try:
             upstream = load_upstream(patches_dir, target)
         except ConfigError as exc:
-            msg = f"rollback: {target} has no pins in {patches_dir} ({exc.message})"
+            msg = (f"rollback: {target} has no pins in {patches_dir} ({exc.message}); the upstream wheels are "
+                   f"reinstalled only by the sha256 their series pins")
             raise ConfigError(msg, path=patches_dir, item=str(target), expected="its upstream.toml",
-                              found="missing", fix="the upstream wheels are reinstalled only by the sha256 their series pins: run rollback from the checkout whose series built that release, or reinstall it by hand") from exc
+                              found="missing",
+                              fix="run rollback from the checkout whose series built that release, or reinstall "
+                                  "it by hand") from exc
         digests = " ".join(f"--hash=sha256:{w.sha256}" for w in upstream.wheels)
         lines.append(f"{target.dist}==={target.version} {digests}")
     return "\n".join(lines)

@@ -209,6 +209,4 @@ def conflict_message(patch: Patch, fp: FilePatch, number: int, hunk: Hunk, misma
         differs = (
             f"line {mismatch.line} differs: expected {(mismatch.expected or '').rstrip()!r}, "
             f"found {(mismatch.found or '').rstrip()!r}")
-    return (
-        f"{patch.path}: hunk {number} ({hunk.header}) does not apply to {fp.source}: {differs}; "
-        f"run 'nvfp4-overlay drift' to see where upstream moved")
+    return f"{patch.path}: hunk {number} ({hunk.header}) does not apply to {fp.source}: {differs}"

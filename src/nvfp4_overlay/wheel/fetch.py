@@ -93,7 +93,9 @@ def open_upstream(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> W
         fill = f"nvfp4-overlay build {upstream.target}"
         msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
         raise NotInCache(msg, path=source.wheels_dir, item=wheel.filename, expected="the pinned wheel",
-                         found="missing", fix=f"fill the cache with '{fill}' once with network access (pip downloads it there), or put the file in a --wheelhouse")
+                         found="missing",
+                         fix=f"fill the cache with '{fill}' once with network access (pip downloads it there), or put "
+                             "the file in a --wheelhouse")
     return _download(upstream, wheel, source)
 
 

@@ -166,7 +166,8 @@ def _plan_and_build(request: Request, stack: Stack, local: str, wheel: Path, dis
 def _stack(request: Request, patches_dir: Path) -> tuple[Stack, Target, str]:
     if request.gpu not in GPUS:
         msg = f"--gpu {request.gpu}: not a GPU family this tool builds for"
-        raise ConfigError(msg, item="--gpu", expected=" | ".join(GPUS), found=request.gpu, fix=f"use one of {', '.join(GPUS)}")
+        raise ConfigError(msg, item="--gpu", expected=" | ".join(GPUS), found=request.gpu,
+                          fix=f"use one of {', '.join(GPUS)}")
     stacks = load_stacks(patches_dir)
     stack = stacks.get(request.stack or stacks.default, patches_dir / "stacks.toml")
     target = next((t for t in stack.targets if t.dist == "flashinfer-python"), None)
@@ -215,7 +216,8 @@ def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, 
     except ImportError as exc:
         msg = (f"{sys.executable}: no torch: planning imports FlashInfer, which needs it (any build, a CPU one "
                f"will do)")
-        raise ConfigError(msg, item="torch", expected="importable", found="missing", fix="pip install torch, or run from an environment that has it") from exc
+        raise ConfigError(msg, item="torch", expected="importable", found="missing",
+                          fix="pip install torch, or run from an environment that has it") from exc
     env = dict(os.environ, FLASHINFER_WORKSPACE_BASE=str(work / "workspace"), CUDA_HOME=str(toolkit.root))
     stub = link_stub(toolkit, work / "libcuda-stub")
     if stub is not None:
@@ -226,7 +228,8 @@ def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, 
     if done.returncode != 0:
         msg = f"building the JIT cache stopped (exit {done.returncode}); nvcc's or FlashInfer's message is above"
         raise OverlayError(msg, path=work, expected="exit 0", found=f"exit {done.returncode}",
-                           fix=f"fix what it names and run the same command again: the modules built so far are kept in {work}")
+                           fix="fix what it names and run the same command again: the modules built so far are kept "
+                               f"in {work}")
     result: dict[str, Any] = json.loads(done.stdout)
     if result.get("network"):  # refused in the child: what it planned may lack what that download would have brought
         msg = (f"planning attempted {len(result['network'])} connection(s), refused ({result['network'][0]}): a planning "
@@ -250,10 +253,11 @@ def _check_failed(found: dict[str, Any], work: Path) -> None:
     failed = found.get("failed") or {}
     if failed:
         lines = "; ".join(f"{name}: {line}" for name, line in sorted(failed.items()))
-        msg = f"nvcc could not build {len(failed)} module(s) ({lines}); the {len(found['built'])} built are kept in {work}"
+        msg = (f"nvcc could not build {len(failed)} module(s) ({lines}); the {len(found['built'])} built are kept in "
+               f"{work}")
         raise OverlayError(msg, path=work, item=", ".join(sorted(failed)), expected="built", found=lines,
-                           fix="fix the toolkit (a header missing: install the full CUDA toolkit) and run the same command again, "
-                               "or leave them out with --module")
+                           fix="fix the toolkit (a header missing: install the full CUDA toolkit) and run the same "
+                               "command again, or leave them out with --module")
 
 
 def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolkit: Toolkit, plan: dict[str, Any],

@@ -78,8 +78,8 @@ def _first_line(argv: list[str]) -> str:
 def _release(header: Path) -> str:
     found = _CUDA_VERSION.search(header.read_bytes())
     if found is None:
-        msg = f"{header}: no CUDA_VERSION define"
-        raise ConfigError(msg, path=header, item="CUDA_VERSION", found="missing", fix="is this a CUDA toolkit? Set CUDA_HOME to one")
+        msg = f"{header}: no CUDA_VERSION define; is this a CUDA toolkit?"
+        raise ConfigError(msg, path=header, item="CUDA_VERSION", found="missing", fix="set CUDA_HOME to one")
     number = int(found.group(1))
     return f"{number // 1000}.{number % 1000 // 10}"
 

@@ -119,7 +119,8 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], infos: Mappi
                 f"overlay/{upstream.target.dist}/{item.path}: would overwrite "
                 f"upstream's {item.path}")
             raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", item=item.path,
-                              found="an upstream file of that name", fix="change that file with a patch in the series instead")
+                              found="an upstream file of that name",
+                              fix="change that file with a patch in the series instead")
         if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
             msg = (
                 f"overlay/{upstream.target.dist}/{item.path}: the overlay may not add "
