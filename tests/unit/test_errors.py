@@ -9,6 +9,7 @@ import ast
 import io
 import json
 import re
+from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,7 +191,8 @@ def _refresh_refused(tmp_path: Path) -> list[str]:  # the series it would write 
 
 @pytest.mark.parametrize("argv", [_bad_stacks, _missing_series, _refresh_refused],
                          ids=["bad stacks.toml", "missing series", "refresh refused"])
-def test_real_refusals_print_the_fix_once_and_json_carries_the_same_fields(tmp_path: Path, argv) -> None:  # type: ignore[no-untyped-def]
+def test_real_refusals_print_the_fix_once_and_json_carries_the_same_fields(
+        tmp_path: Path, argv: Callable[[Path], list[str]]) -> None:
     args = argv(tmp_path)
     code, out, err = run_cli(*args)
     assert code == 2 and out == ""
