@@ -26,7 +26,7 @@ from helpers import build_one, cache_dir, sources_digest
 
 from nvfp4_overlay.cli import main
 from nvfp4_overlay.operate import jit_doctor
-from nvfp4_overlay.operate.installed import Finding
+from nvfp4_overlay.operate.doctor_report import Finding
 from nvfp4_overlay.patch import Target, load_upstream
 from nvfp4_overlay.records import hash_of as record_hash
 from nvfp4_overlay.wheel.jit_toolkit import find_toolkit

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from . import cubins, doctor, doctor_launch, index, installed, jit_doctor, rollback
+from .doctor_report import Finding
 from .install import Step, Tool, install_steps, missing_wheels
-from .installed import Finding
 from .verdict import Sums, worst
 from .verify import verify_wheel
 

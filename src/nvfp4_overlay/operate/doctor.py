@@ -32,7 +32,8 @@ from .. import progress
 from ..errors import ConfigError, OverlayError, TimedOut, Unverified
 from ..patch import overlay_root
 from . import installed_files
-from .installed import Finding, check_pin, judge_distribution, sglang_pins
+from .doctor_report import Finding
+from .installed import check_pin, judge_distribution, sglang_pins
 from .installed_files import Held
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from .. import records
 from ..files import sha256_file
 from ..probes.flashinfer import jit_build
 from ..wheel import default_cache_dir, jit_wheel
-from .installed import Finding
+from .doctor_report import Finding
 
 # Run by the examined interpreter: its own packages, PATH and CUDA_HOME.
 FACTS = r'''
