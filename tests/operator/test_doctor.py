@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doctor_facts import check_document
 from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, edited_wheel, fetch_upstream, run_cli, write_wheel
 
 from nvfp4_overlay import cli
@@ -68,6 +69,7 @@ def doctor(env: Path, patches: Path, *args: str) -> tuple[int, dict[str, Any]]:
     except ValueError:
         pytest.fail(f"doctor printed no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
     assert document["exit_code"] == done.returncode
+    check_document(document)
     return done.returncode, document
 
 
@@ -220,6 +222,19 @@ def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -
     assert "import flashinfer ok" in done.stdout
 
 
+def test_text_and_json_say_the_same_facts(make_env: Env, fakes: dict[str, Path]) -> None:
+    """doctor's text is its --json document rendered: each fact the one the JSON holds (doctor_facts.py), over a
+    patched, an upstream and an edited environment (the JSON said will_jit [] where the text said every module
+    builds at first call, and held no verdict)."""
+    edited = make_env(fakes["flashinfer+"])
+    (site_packages(edited) / "flashinfer" / "__init__.py").write_text("HOTFIX = True\n")
+    for env in (make_env(fakes["flashinfer+"], fakes["sglang+"]), make_env(fakes["flashinfer"]), edited):
+        code, document = doctor(env, fakes["patches"], "--no-trace")
+        done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--no-trace",
+                               *pins(fakes["patches"])], check=False, capture_output=True, text=True)
+        assert (done.returncode, done.stdout.rstrip("\n")) == (code, check_document(document))
+
+
 # --- the trace check's isolation: a crash or a hang in the probe is a finding, not a doctor crash ---
 
 
@@ -350,6 +365,7 @@ def bare_env(env: Path, *wheels: Path) -> Path:
 
 def run_doctor(*args: str) -> tuple[int, dict[str, Any], str]:
     code, out, err = run_cli("doctor", "--json", *args)
+    check_document(json.loads(out))
     return code, json.loads(out), err
 
 

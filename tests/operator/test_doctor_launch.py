@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doctor_facts import check_document
 from helpers import PATCHES, default_sglang
 
 from nvfp4_overlay.audit import sglang_launch_table, sglang_models
@@ -30,9 +31,11 @@ def doctor(*args: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.cli", "doctor", "--json", "--no-trace",
                            "--python", sys.executable, *args], check=False, capture_output=True, text=True, timeout=900)
     try:
-        return done.returncode, json.loads(done.stdout)
+        document = json.loads(done.stdout)
     except ValueError:
         pytest.fail(f"doctor printed no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}")
+    check_document(document)
+    return done.returncode, document
 
 
 def committed(key: str) -> dict[str, Any]:

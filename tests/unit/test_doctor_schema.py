@@ -1,0 +1,24 @@
+"""docs/install.md's schema of doctor --json is the one the report's dataclasses render (operate/doctor_schema.py);
+tests/operator/doctor_facts.py holds every document a doctor test gets to the same rows."""
+
+from __future__ import annotations
+
+from helpers import ROOT
+
+from nvfp4_overlay.formats import render_between
+from nvfp4_overlay.operate import doctor_schema
+
+
+def test_install_md_documents_every_key_doctor_writes() -> None:
+    text = (ROOT / doctor_schema.DOCUMENT).read_text(encoding="utf-8")
+    assert render_between(text, doctor_schema.BEGIN, doctor_schema.END, doctor_schema.markdown(),
+                          "doctor --json's schema") == text, "run python -m nvfp4_overlay.operate.doctor_schema docs"
+
+
+def test_each_key_has_its_type_presence_and_meaning() -> None:
+    rows = list(doctor_schema.rows())
+    assert len({path for path, *_ in rows}) == len(rows)
+    assert all(kind and when and meaning for _, kind, when, meaning in rows)
+    kinds = dict((path, kind) for path, kind, *_ in rows)
+    assert kinds["jit.will_jit"] == "list of string or null" and kinds["exit_code"] == "integer"
+    assert kinds["distributions.<name>.anchor.differs"] == "list of string"
