@@ -445,12 +445,12 @@ def test_doctor_names_sm121_as_sm12x_and_its_cuda_floor(capability: tuple[int, i
     checks), and a torch below CUDA 12.9 there is noted: FlashInfer's is_sm12x_supported asks 12.9 of 12.1."""
     from nvfp4_overlay.cli.doctor import _render_gpu
     from nvfp4_overlay.operate import doctor
-    from nvfp4_overlay.operate.doctor_report import Finding
+    from nvfp4_overlay.operate.doctor_report import Finding, Gpu, parse
 
     gpu = {"torch": "2.13.0", "cuda": cuda, "available": True,
            "devices": [{"index": 0, "name": "NVIDIA GB10", "capability": list(capability)}]}
     finding = Finding()
     doctor._judge_gpu(gpu, "fix", finding)
     assert any("FlashInfer supports it from CUDA 12.9" in n for n in finding.notes) is note, finding.notes
-    (line,) = _render_gpu(gpu)
+    (line,) = _render_gpu(parse(Gpu, gpu))
     assert f"compute capability {capability[0]}.{capability[1]} ({family}; torch 2.13.0, CUDA {cuda})" in line
