@@ -25,6 +25,7 @@ def check_document(document: dict[str, Any]) -> str:
     error document, doctor stopped before any report with exit 2, is errors.py's, not the report's)."""
     if set(document) == {"error"}:
         return ""
+    assert not [n for n in document["notes"] if "doctor's report has no place for" in n], document["notes"]
     undocumented = sorted(set(key_paths(document)) - DOCUMENTED)
     assert not undocumented, f"doctor --json keys docs/install.md's schema does not document: {undocumented}"
     assert data(parse(Report, document)) == document, "the document is not what the report's fields write"

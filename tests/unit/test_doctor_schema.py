@@ -22,3 +22,14 @@ def test_each_key_has_its_type_presence_and_meaning() -> None:
     kinds = dict((path, kind) for path, kind, *_ in rows)
     assert kinds["jit.will_jit"] == "list of string or null" and kinds["exit_code"] == "integer"
     assert kinds["distributions.<name>.anchor.differs"] == "list of string"
+
+
+def test_a_key_the_report_has_no_field_for_is_named_not_dropped_unseen() -> None:
+    """parse() keeps only what the fields name; unplaced() names the rest, which doctor turns into a note
+    (tests/operator/doctor_facts.py fails any document with such a note)."""
+    from nvfp4_overlay.operate.doctor_report import Trace
+    from nvfp4_overlay.operate.report_fields import unplaced
+
+    facts = {"ok": False, "entries": {"rmsnorm": {"ok": True, "ops": [], "frames": 3}}, "hung": True}
+    assert unplaced(Trace, facts) == ["entries.rmsnorm.frames", "hung"]
+    assert unplaced(Trace, {"ok": None, "skipped": True}) == []

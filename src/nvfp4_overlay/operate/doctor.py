@@ -11,8 +11,10 @@ build makes, flashinfer imports and the trace check passes; 1 something needs a 
 missing, unpatched or not importable, an SGLang release with a series installed unpatched, a broken
 pin, a failed or hung trace; 3 an installed file differs from its RECORD or from what the build makes,
 is missing, or came from no build (a hand edit, an edited wheel); 4 a patched build that cannot be
-verified here (the pinned upstream wheel cannot be had). 3 wins over 4 over 1, since an edited or
-unvouched file makes every other answer doubtful. A `--python` that is no usable interpreter is 2.
+verified here (the pinned upstream wheel cannot be had); 5 a JIT-cache module taken on its builder's word.
+3 wins over 4 over 1 over 5, since an edited or unvouched file makes every other answer doubtful: the
+judges fill one Finding and doctor_report.decide alone ranks it (examine returns the judged Report). A
+`--python` that is no usable interpreter is 2.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from . import installed_files
 from .doctor_report import Finding, Report, parse
 from .installed import check_pin, judge_distribution, judge_new_apis, scans_api, sglang_pins
 from .installed_files import Held
+from .report_fields import unplaced
 
 if TYPE_CHECKING:
     from ..wheel import Source
@@ -192,6 +195,8 @@ def examine(patches_dir: Path, overlay_dir: Path, source: Source, *, python: str
     jit_doctor.report(document, finding, examined, load_stacks(patches_dir).default)
     if asked is not None:
         doctor_launch.judge(document, finding, asked, examined, patches_dir, source.cache_dir, timeout)
+    finding.notes += [f"doctor's report has no place for {key}, which it left out; report it" for key in
+                      unplaced(Report, document)]
     return parse(Report, document).judged(finding)
 
 

@@ -46,12 +46,29 @@ def present(f: dataclasses.Field[Any], block: Any) -> bool:
 
 def parse(cls: type[T], facts: Mapping[str, Any]) -> T:
     """A block from a probe's JSON facts: each field from its key, a nested block's too; a key no field names is
-    left out (the probe's own: the marker environment, the rows it listed; tests/operator/test_doctor_report.py
-    holds the probes' keys to the fields)."""
+    left out (unplaced() names them)."""
     hints = typing.get_type_hints(cls)
     values = {f.name: _parsed(hints[f.name], facts[f.metadata.get("key") or f.name])
               for f in dataclasses.fields(cast(Any, cls)) if (f.metadata.get("key") or f.name) in facts}
     return cls(**values)
+
+
+def unplaced(cls: Any, facts: Any, prefix: str = "") -> list[str]:
+    """The keys of `facts` (nested too, as a.b) that no field of the block `cls` names: what parse() leaves out."""
+    if not isinstance(facts, Mapping):
+        return []
+    hints, out = typing.get_type_hints(cls), []
+    fields = {f.metadata.get("key") or f.name: f for f in dataclasses.fields(cls)}
+    for key, value in facts.items():
+        if key not in fields:
+            out.append(f"{prefix}{key}")
+            continue
+        shape, inner = block_type(hints[fields[key].name])
+        if not dataclasses.is_dataclass(inner) or value is None:
+            continue
+        items = enumerate(value) if shape == "list" else value.items() if shape == "map" else [(None, value)]
+        out += [p for k, v in items for p in unplaced(inner, v, f"{prefix}{key}." + ("" if k is None else f"{k}."))]
+    return out
 
 
 def block_type(hint: Any) -> tuple[str, Any]:
