@@ -17,7 +17,7 @@ from nvfp4_overlay.operate import doctor_schema
 from nvfp4_overlay.operate.doctor_report import Report, data, parse
 
 DOCUMENTED = {path for path, *_ in doctor_schema.rows()}
-OPAQUE = {path for path, kind, *_ in doctor_schema.rows() if kind.startswith("map of any")}
+OPAQUE = {path for path, kind, *_ in doctor_schema.rows() if kind.startswith("map of") and "object" not in kind}
 
 
 def check_document(document: dict[str, Any]) -> str:
@@ -36,7 +36,7 @@ def check_document(document: dict[str, Any]) -> str:
 
 def key_paths(value: Any, prefix: str = "") -> list[str]:
     """Each key of a document as the schema names it (`<name>` for a map's key, `[]` for a list's item); the keys
-    of a block the schema calls a map of any are the block's own (routes, the region table's cells)."""
+    of a map of values (routes, the region table's cells, eager_only) are its own, not the schema's."""
     if isinstance(value, list):
         return [p for item in value for p in key_paths(item, prefix + "[]")]
     if not isinstance(value, dict):
