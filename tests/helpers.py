@@ -297,6 +297,12 @@ class ReleaseOracle:
         """The patched tree's fakes against upstream's wrapper at every rank (probes/flashinfer/fake_shapes.py)."""
         return self.oracle.shapes(self.sides(release)[1], entries)
 
+    def explored(self, release: str, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
+        """Upstream's wrapper and the patched tree's fakes over the explored space (oracle/explored.py)."""
+        from nvfp4_overlay.oracle import explored
+
+        return explored.explore(*self.sides(release), entries, results=self.oracle.results, quick=quick)
+
     def grid(self, release: str) -> dict[str, Any]:
         if release not in self._grids:
             self._grids[release] = self.oracle.grid(*self.sides(release), control=True)
