@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from ..operate import doctor
-from ..operate.doctor_report import Distribution, Gpu, JitCache, Launch, Report, Trace, data
+from ..operate import doctor, doctor_report
 from .context import Context
 
 
@@ -15,11 +14,11 @@ def cmd_doctor(ctx: Context) -> int:
         asked = doctor_launch.ask(doctor_launch.Request(ctx.args.sglang_args, ctx.args.model_arch, ctx.args.gpu))
     report = doctor.examine(ctx.patches_dir, ctx.overlay_dir, ctx.source, python=ctx.args.python,
                             trace=not ctx.args.no_trace, timeout=ctx.args.trace_timeout, asked=asked)
-    ctx.emit(data(report), render(report))
+    ctx.emit(doctor_report.data(report), render(report))
     return report.exit_code
 
 
-def render(report: Report) -> str:
+def render(report: doctor_report.Report) -> str:
     """The report's text: the same blocks --json writes, one line a fact."""
     python = report.python
     lines = [f"{'python':<18}{python.executable} ({python.version})"]
@@ -37,7 +36,7 @@ def render(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _render_distribution(name: str, dist: Distribution) -> list[str]:
+def _render_distribution(name: str, dist: doctor_report.Distribution) -> list[str]:
     if not dist.installed:
         return [f"{name:<18}not installed"]
     if dist.patched:
@@ -67,7 +66,7 @@ def _render_distribution(name: str, dist: Distribution) -> list[str]:
     return lines
 
 
-def _render_gpu(gpu: Gpu | None) -> list[str]:
+def _render_gpu(gpu: doctor_report.Gpu | None) -> list[str]:
     if gpu is None:
         return [f"{'gpu':<18}not checked"]
     if gpu.torch is None:
@@ -79,7 +78,7 @@ def _render_gpu(gpu: Gpu | None) -> list[str]:
             f"({doctor.gpu_family(d.capability)}; {head})" for d in gpu.devices]
 
 
-def _render_trace(trace: Trace) -> str:
+def _render_trace(trace: doctor_report.Trace) -> str:
     if trace.skipped:
         return "skipped"
     entries = trace.entries or {}
@@ -94,7 +93,7 @@ def _render_trace(trace: Trace) -> str:
     return text
 
 
-def _render_launch(launch: Launch | None) -> list[str]:
+def _render_launch(launch: doctor_report.Launch | None) -> list[str]:
     """doctor --sglang-args: SGLang's own answer for the launch line, on the GPU it was asked for."""
     if launch is None:
         return []
@@ -119,7 +118,7 @@ def _render_launch(launch: Launch | None) -> list[str]:
     return lines
 
 
-def _render_jit(jit: JitCache) -> list[str]:
+def _render_jit(jit: doctor_report.JitCache) -> list[str]:
     if jit.error is not None:
         return []
     lines = [f"{'jit cache':<18}{jit.cache or 'none'} (GPU {jit.gpu or 'none seen'}, nvcc "
