@@ -132,6 +132,7 @@ MISSING_PATH = {
     "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "launch-table": ["launch-table", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "generate": ["generate", "routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 
