@@ -67,6 +67,7 @@ def test_check_says_which_document_differs_and_writes_nothing(tmp_path: Path) ->
     code, out, err = run_cli(*args, "--check", "--json")
     assert code == 1, err
     assert json.loads(out)["differ"] == ["docs/compile-list.md"]
+    assert run_cli("generate", "--json", *args[1:], "--check")[:2] == (code, out)  # --json before the name too
     assert document.read_text(encoding="utf-8") == changed
     code, out, err = run_cli(*args)
     assert code == 0, err

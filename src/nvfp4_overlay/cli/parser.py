@@ -342,7 +342,7 @@ def _generate(p: argparse.ArgumentParser, prog: str) -> None:
         _data(one)
         if g.upstream or g.name == "launch-table":
             _source(one)
-        _output(one)
+        _output(one, inner=True)
 
 
 def _data(parser: argparse.ArgumentParser, *, overlay: bool = True) -> None:
@@ -380,10 +380,13 @@ def _upstream_lookup(parser: argparse.ArgumentParser, *, offline: bool = True) -
     parser.set_defaults(all_platforms=False, python_version=None, platform=None)
 
 
-def _output(parser: argparse.ArgumentParser) -> None:
+def _output(parser: argparse.ArgumentParser, *, inner: bool = False) -> None:
+    """--json and --quiet; `inner`: a sub-command's, unset unless given, so that `generate --json NAME` keeps it."""
+    unset = {"default": argparse.SUPPRESS} if inner else {}
     group = parser.add_argument_group("output")
-    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr")
-    group.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr",
+                       **unset)  # type: ignore[arg-type]
+    group.add_argument("--quiet", action="store_true", help="no progress on stderr", **unset)  # type: ignore[arg-type]
 
 
 # Option values, refused by argparse (exit 2, naming the option) before any work: ArgumentTypeError's
