@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import PATCHES, ROOT, run_cli
 
 MAKEFILE = (ROOT / "Makefile").read_text()
@@ -109,3 +110,21 @@ def test_each_check_that_reads_only_committed_files_passes_on_the_committed_tree
     for name in local:
         code, out, err = run_cli("generate", name, "--check", "--json", "--patches-dir", str(PATCHES))
         assert (code, json.loads(out)["differ"]) == (0, []), (name, err)
+
+
+def test_the_torch_generators_reach_their_tables_with_the_named_releases(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    """compile-list and sglang-regions probe for minutes under torch (make compile-list-table and
+    sglang-regions-table run them whole); here only what the command hands them: the project's data, the
+    releases named, the cache the options name."""
+    from nvfp4_overlay.oracle import compile_table, sglang_table
+
+    calls: list[tuple[object, ...]] = []
+    monkeypatch.setattr(compile_table, "write_table", lambda *a: calls.append(a) or tmp_path / "c.json")
+    monkeypatch.setattr(sglang_table, "write_table", lambda *a: calls.append(a) or tmp_path / "s.json")
+    data = ["--patches-dir", str(PATCHES), "--overlay-dir", str(ROOT / "overlay"), "--cache-dir", str(tmp_path)]
+    assert run_cli("generate", "compile-list", "0.7.4", *data)[0] == 0
+    assert run_cli("generate", "sglang-regions", "0.5.9", "0.5.11", *data)[0] == 0
+    (patches, overlay, releases, cache), (patches2, _, versions, source) = calls
+    assert (patches, overlay, releases, cache) == (PATCHES, ROOT / "overlay", ["0.7.4"], tmp_path)
+    assert (patches2, versions, source.cache_dir) == (PATCHES, ["0.5.9", "0.5.11"], tmp_path)  # type: ignore[attr-defined]
