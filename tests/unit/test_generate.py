@@ -128,3 +128,13 @@ def test_the_torch_generators_reach_their_tables_with_the_named_releases(monkeyp
     (patches, overlay, releases, cache), (patches2, _, versions, source) = calls
     assert (patches, overlay, releases, cache) == (PATCHES, ROOT / "overlay", ["0.7.4"], tmp_path)
     assert (patches2, versions, source.cache_dir) == (PATCHES, ["0.5.9", "0.5.11"], tmp_path)  # type: ignore[attr-defined]
+
+
+def test_a_document_missing_beside_the_patches_is_exit_2_naming_it(tmp_path: Path) -> None:
+    """Run outside a clone (the installed copy's patches, or a copy without docs/): a sentence, not a traceback."""
+    shutil.copytree(PATCHES, tmp_path / "patches")
+    code, out, err = run_cli("generate", "compile-list-docs", "--check", "--json", "--patches-dir",
+                             str(tmp_path / "patches"))
+    assert code == 2 and "Traceback" not in err
+    error = json.loads(out)["error"]
+    assert error["path"] == str(tmp_path / "docs" / "compile-list.md") and "run it in the clone" in error["fix"]

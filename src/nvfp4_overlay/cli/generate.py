@@ -174,6 +174,12 @@ RUNS: dict[str, Callable[[Context], Found]] = {
 def _documents(ctx: Context, renders: dict[str, Callable[[str], str]]) -> Found:
     """Each document of the checkout (beside the patches dir), compared with or written as its render."""
     root = ctx.patches_dir.resolve().parent
+    missing = [name for name in renders if not (root / name).is_file()]
+    if missing:
+        msg = (f"{root / missing[0]}: no such document beside {ctx.patches_dir}; the generators write a clone's "
+               f"files: run it in the clone, or name its patches with --patches-dir")
+        raise ConfigError(msg, path=root / missing[0], item="--patches-dir", expected="a clone's document",
+                          found="missing", fix="run it in the clone, or --patches-dir CLONE/patches")
     return {name: _compare(root / name, render((root / name).read_text(encoding="utf-8")), ctx.args.check)
             for name, render in renders.items()}
 
