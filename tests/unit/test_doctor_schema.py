@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from helpers import ROOT
 
-from nvfp4_overlay.formats import render_between
 from nvfp4_overlay.operate import doctor_schema
 
 
 def test_install_md_documents_every_key_doctor_writes() -> None:
     text = (ROOT / doctor_schema.DOCUMENT).read_text(encoding="utf-8")
-    assert render_between(text, doctor_schema.BEGIN, doctor_schema.END, doctor_schema.markdown(),
-                          "doctor --json's schema") == text, "run python -m nvfp4_overlay.operate.doctor_schema docs"
+    assert doctor_schema.rendered(text) == text, "run nvfp4-overlay generate doctor-schema"
 
 
 def test_each_key_has_its_type_presence_and_meaning() -> None:

@@ -1,17 +1,16 @@
 """doctor --json's schema as docs/install.md shows it, rendered from the report's dataclasses (doctor_report.py).
 
 Each row is one key: its path (`a.b`, `<name>` for a map's key, `[]` for a list's item), its JSON type, when
-it is present, and what it means, all read from the fields. `python -m nvfp4_overlay.operate.doctor_schema
-docs [--check]` writes it between docs/install.md's markers (or says whether it is there as rendered);
+it is present, and what it means, all read from the fields. `nvfp4-overlay generate doctor-schema [--check]`
+writes it between docs/install.md's markers (or says whether it is there as rendered);
 tests/unit/test_doctor_schema.py holds the document to it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import sys
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,21 +53,6 @@ def markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str]) -> int:
-    if argv[:1] != ["docs"]:
-        print("usage: python -m nvfp4_overlay.operate.doctor_schema docs [--check]", file=sys.stderr)
-        return 2
-    text = DOCUMENT.read_text(encoding="utf-8")
-    rendered = render_between(text, BEGIN, END, markdown(), "doctor --json's schema")
-    if "--check" in argv[1:]:
-        if rendered != text:
-            print(f"{DOCUMENT}: doctor --json's schema is not as rendered; run "
-                  f"python -m nvfp4_overlay.operate.doctor_schema docs", file=sys.stderr)
-            return 1
-        return 0
-    DOCUMENT.write_text(rendered, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def rendered(document: str) -> str:
+    """docs/install.md with the schema between its markers, made anew."""
+    return render_between(document, BEGIN, END, markdown(), "doctor --json's schema")
