@@ -206,7 +206,12 @@ def shape_problems(release: str, shapes: dict[str, Any]) -> list[str]:
         return [f"{release}: the fake-shape probe crashed: {str(shapes['crash'])[-800:]}"]
     problems = []
     for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
-        for name, runs in shapes.get(gpu, {}).items():
+        found = shapes.get(gpu, {})
+        if "crash" in found:  # one GPU's child died (a case table that refuses the release, say)
+            problems.append(f"{release}: sm{gpu.replace('.', '')}: the fake-shape probe crashed: "
+                            f"{str(found['crash'])[-800:]}")
+            continue
+        for name, runs in found.items():
             for case, run in runs.items():
                 wrapper, fake = run["wrapper"], run["fake"]
                 if isinstance(wrapper, dict) or fake == "upstream" or fake == wrapper:
