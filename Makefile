@@ -106,6 +106,7 @@ check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay generate launch-table --check $(ARGS)
 	$(PY) -m nvfp4_overlay generate compile-list-docs --check
 	$(PY) -m nvfp4_overlay generate sglang-regions-docs --check
+	$(PY) -m nvfp4_overlay generate doctor-schema --check
 
 # patches/sglang/audit-launch.json from every SGLang release's own argument handling (or VERSIONS="0.5.20";
 # torch, about a minute a release), then docs/patches.md's and the README's launch-line tables from it.

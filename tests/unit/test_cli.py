@@ -475,7 +475,7 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
     region reaches is not counted, nor anything in 0.5.22-0.5.23 (no fullgraph region). doctor answers
     as list does for an installed patched SGLang, and names the ContextVar for an upstream one."""
     from nvfp4_overlay.operate import doctor
-    from nvfp4_overlay.operate.installed import Finding
+    from nvfp4_overlay.operate.doctor_report import Finding
 
     code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert code == 0

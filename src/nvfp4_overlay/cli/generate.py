@@ -157,6 +157,12 @@ def _sglang_regions_docs(ctx: Context) -> Found:
         ctx.patches_dir, ctx.overlay_dir, text)})
 
 
+def _doctor_schema(ctx: Context) -> Found:
+    from ..operate import doctor_schema
+
+    return _documents(ctx, {str(doctor_schema.DOCUMENT): doctor_schema.rendered})
+
+
 def _stack_claims(ctx: Context) -> str:
     """stack-claims.toml's body for what holds now, per stack the regions nothing remains raw in."""
     from ..oracle import sglang_table
@@ -167,7 +173,7 @@ def _stack_claims(ctx: Context) -> str:
 RUNS: dict[str, Callable[[Context], Found]] = {
     "routes": _routes, "audit-api": _audit_api, "cuda-audit": _cuda_audit, "cuda-docs": _cuda_docs,
     "launch-table": _launch_table, "compile-list": _compile_list, "compile-list-docs": _compile_list_docs,
-    "sglang-regions": _sglang_regions, "sglang-regions-docs": _sglang_regions_docs,
+    "sglang-regions": _sglang_regions, "sglang-regions-docs": _sglang_regions_docs, "doctor-schema": _doctor_schema,
 }
 
 

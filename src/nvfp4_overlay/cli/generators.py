@@ -61,6 +61,9 @@ GENERATORS: tuple[Generator, ...] = (
               ("docs/sglang-regions.md",),
               ("patches/sglang/audit-regions.json", "patches/sglang/audit-layer.json", "patches/sglang/region-reach.toml",
                "the overlay's entries.py"), "no", True, False),
+    Generator("doctor-schema", "docs/install.md's schema of doctor --json (every key, its type, when it is present, "
+              "what it means) from the fields of doctor's report",
+              ("docs/install.md",), ("src/nvfp4_overlay/operate/doctor_report.py",), "no", True, False),
     Generator("stack-claims", "prints, per stack, the regions nothing remains raw in: the body of "
               "patches/sglang/stack-claims.toml, for a maintainer to review and commit",
               ("stdout (review it, then patches/sglang/stack-claims.toml)",),
