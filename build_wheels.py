@@ -17,7 +17,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VENV_PYTHON = HERE / ".venv" / "bin" / "python"
-# pyproject.toml's [project] dependencies by import name (tests/test_door.py holds the two together).
+# pyproject.toml's [project] dependencies by import name (tests/unit/test_build_wheels.py holds the two together).
 REQUIRES = ("packaging", "unidiff", "merge3", *(("tomli",) if sys.version_info < (3, 11) else ()))
 PROG = "NVFP4_OVERLAY_PROG"  # how the user ran this door, kept across the hand-over to .venv
 

@@ -79,6 +79,23 @@ def sglang_flashinfer_pins() -> dict[str, str]:
             for s in load_stacks(PATCHES).stacks for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
 
 
+def sglang_stack_releases() -> list[str]:
+    """The SGLang releases patches/stacks.toml has a stack for, oldest first (PEP 440 order). A test that
+    means "the newest" reads it here, not as a literal, so that adding a stack fails no correct test."""
+    from packaging.version import Version
+
+    return sorted(sglang_flashinfer_pins(), key=Version)
+
+
+def sglang_after_newest(step: int = 1) -> str:
+    """An SGLang release no stack has yet: the newest's last number plus step (0.5.23 -> 0.5.24), the
+    release a test of a new stack invents."""
+    from packaging.version import Version
+
+    major, minor, micro = Version(sglang_stack_releases()[-1]).release[:3]
+    return f"{major}.{minor}.{micro + step}"
+
+
 def default_flashinfer() -> str:
     """The flashinfer-python release of the default stack (patches/stacks.toml)."""
     return _default_release("flashinfer-python")

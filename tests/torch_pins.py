@@ -3,7 +3,7 @@
 `make test-torch TORCH=X` and the weekly workflow run the trace ladder and the CUDA grid of the
 flashinfer-python releases whose stacks pin torch X (every carried release for a torch no stack
 pins, such as the newest): `python tests/torch_pins.py 2.9.1` prints them, space-separated.
-tests/test_stacks_torch.py holds the table to the SGLang wheels' METADATA.
+tests/releases/test_torch_pins.py holds the table to the SGLang wheels' METADATA.
 """
 
 from __future__ import annotations

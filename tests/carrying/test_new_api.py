@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from helpers import OVERLAY, PATCHES, cache_dir, private_cache
 from synthetic_release import repack
 
 from nvfp4_overlay import cli
+from nvfp4_overlay.errors import Refused
 from nvfp4_overlay.oracle import probe_runner
 from nvfp4_overlay.patch.manifest import Target, load_upstream
 from nvfp4_overlay.wheel import fetch
@@ -90,6 +92,32 @@ def test_refresh_refuses_the_release_naming_the_new_function(wheelhouse: Path, t
     assert FUNCTION in document["error"]["message"] and "audit-serving-api.json" in document["error"]["message"]
     assert [f["function"] for f in document["new_apis"][f"flashinfer-python=={NEW}"]] == [FUNCTION]
     assert not (PATCHES / "flashinfer-python" / NEW).exists()
+
+
+def test_a_new_function_the_overlay_routes_is_not_new_api(wheelhouse: Path, tmp_path: Path) -> None:
+    """docs/maintaining.md's recipe: the new function routed first (entries.py names it), then refresh. Its
+    scan, and the behaviour checks' own, let the release through to the build (the ladder holds the new
+    route there; `make audit-api` records it once the release is carried, which the audit, made from the
+    carried releases, cannot do before). The scan step alone: a whole refresh of 0.7.4's size builds and
+    probes for minutes (tests/carrying/test_synthetic_releases.py runs those)."""
+    from nvfp4_overlay.audit import routes
+    from nvfp4_overlay.carry import refresh
+    from nvfp4_overlay.carry.matrix import Matrix
+    from nvfp4_overlay.carry.releases import ReleaseWheel
+
+    overlay = tmp_path / "overlay"
+    shutil.copytree(OVERLAY, overlay)
+    entries = overlay / "flashinfer-python" / routes.ENTRIES
+    table = "ENTRIES: Dict[str, Entry] = {\n"
+    entries.write_text(entries.read_text().replace(table, table + '    "nvfp4_quantize_v2": Entry(),\n', 1))
+    target = Target("flashinfer-python", NEW)
+    (path,) = wheelhouse.glob(f"flashinfer_python-{NEW}-*.whl")
+    wheel = ReleaseWheel(target, path.name, "", path, pinned=False)
+    matrix = Matrix([], {})
+    with pytest.raises(Refused, match="nvfp4_quantize_v2"):  # the checkout's overlay does not route it
+        refresh._no_new_api(PATCHES, OVERLAY, target, wheel, matrix, lambda line: None)
+    refresh._no_new_api(PATCHES, overlay, target, wheel, matrix, lambda line: None)
+    assert matrix.new_apis[target] == ()
 
 
 def test_doctor_reports_the_installed_releases_new_function(wheelhouse: Path, tmp_path: Path,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doctor_facts import check_document
 from helpers import OVERLAY, PATCHES, ROOT, build_one, cache_dir, edited_wheel, fetch_upstream, run_cli, write_wheel
 
 from nvfp4_overlay import cli
@@ -68,6 +69,7 @@ def doctor(env: Path, patches: Path, *args: str) -> tuple[int, dict[str, Any]]:
     except ValueError:
         pytest.fail(f"doctor printed no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr}")
     assert document["exit_code"] == done.returncode
+    check_document(document)
     return done.returncode, document
 
 
@@ -220,6 +222,19 @@ def test_human_output_names_the_verdict(make_env: Env, fakes: dict[str, Path]) -
     assert "import flashinfer ok" in done.stdout
 
 
+def test_text_and_json_say_the_same_facts(make_env: Env, fakes: dict[str, Path]) -> None:
+    """doctor's text is its --json document rendered: each fact the one the JSON holds (doctor_facts.py), over a
+    patched, an upstream and an edited environment (the JSON said will_jit [] where the text said every module
+    builds at first call, and held no verdict)."""
+    edited = make_env(fakes["flashinfer+"])
+    (site_packages(edited) / "flashinfer" / "__init__.py").write_text("HOTFIX = True\n")
+    for env in (make_env(fakes["flashinfer+"], fakes["sglang+"]), make_env(fakes["flashinfer"]), edited):
+        code, document = doctor(env, fakes["patches"], "--no-trace")
+        done = subprocess.run([str(env / "bin" / "python"), "-m", "nvfp4_overlay.cli", "doctor", "--no-trace",
+                               *pins(fakes["patches"])], check=False, capture_output=True, text=True)
+        assert (done.returncode, done.stdout.rstrip("\n")) == (code, check_document(document))
+
+
 # --- the trace check's isolation: a crash or a hang in the probe is a finding, not a doctor crash ---
 
 
@@ -350,6 +365,7 @@ def bare_env(env: Path, *wheels: Path) -> Path:
 
 def run_doctor(*args: str) -> tuple[int, dict[str, Any], str]:
     code, out, err = run_cli("doctor", "--json", *args)
+    check_document(json.loads(out))
     return code, json.loads(out), err
 
 
@@ -429,12 +445,12 @@ def test_doctor_names_sm121_as_sm12x_and_its_cuda_floor(capability: tuple[int, i
     checks), and a torch below CUDA 12.9 there is noted: FlashInfer's is_sm12x_supported asks 12.9 of 12.1."""
     from nvfp4_overlay.cli.doctor import _render_gpu
     from nvfp4_overlay.operate import doctor
-    from nvfp4_overlay.operate.installed import Finding
+    from nvfp4_overlay.operate.doctor_report import Finding, Gpu, parse
 
     gpu = {"torch": "2.13.0", "cuda": cuda, "available": True,
            "devices": [{"index": 0, "name": "NVIDIA GB10", "capability": list(capability)}]}
     finding = Finding()
     doctor._judge_gpu(gpu, "fix", finding)
     assert any("FlashInfer supports it from CUDA 12.9" in n for n in finding.notes) is note, finding.notes
-    (line,) = _render_gpu(gpu)
+    (line,) = _render_gpu(parse(Gpu, gpu))
     assert f"compute capability {capability[0]}.{capability[1]} ({family}; torch 2.13.0, CUDA {cuda})" in line

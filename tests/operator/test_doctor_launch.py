@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import PATCHES, default_sglang
+from doctor_facts import check_document
+from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, fetch_upstream
 
 from nvfp4_overlay.audit import sglang_launch_table, sglang_models
 
@@ -30,9 +31,11 @@ def doctor(*args: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "nvfp4_overlay.cli", "doctor", "--json", "--no-trace",
                            "--python", sys.executable, *args], check=False, capture_output=True, text=True, timeout=900)
     try:
-        return done.returncode, json.loads(done.stdout)
+        document = json.loads(done.stdout)
     except ValueError:
         pytest.fail(f"doctor printed no JSON (exit {done.returncode}):\n{done.stdout}\n{done.stderr[-3000:]}")
+    check_document(document)
+    return done.returncode, document
 
 
 def committed(key: str) -> dict[str, Any]:
@@ -96,3 +99,27 @@ def test_an_architecture_the_release_lacks_is_refused() -> None:
     assert code == 2, document
     assert document["error"]["item"] == "MiniMaxM3SparseForConditionalGeneration"
     assert f"SGLang {default_sglang()} has no model class" in document["error"]["message"]
+
+
+@pytest.mark.skipif(not FULL, reason="an installed SGLang 0.5.9 (its launch probe, about a minute): NVFP4_OVERLAY_FULL=1; "
+                    "tests/unit/test_doctor_stops.py holds the join in make test")
+def test_glm5_on_an_installed_upstream_0_5_9_names_sglang_s_own_stop_and_its_fix(tmp_path: Path) -> None:
+    """GLM-5 with --enable-piecewise-cuda-graph on SGLang 0.5.9 as upstream ships it: SGLang's DSA indexer stops the
+    compile before any FlashInfer call (the whole-layer table's runs), which the 0.5.9 series' patch 0002 fixes."""
+    import site
+
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    purelib = next((env / "lib").glob("python*")) / "site-packages"
+    (purelib / "_tests.pth").write_text(f"import site; list(map(site.addsitedir, {[str(ROOT / 'src'), *site.getsitepackages()]!r}))\n")
+    wheel = fetch_upstream("sglang", "0.5.9", patches_dir=PATCHES, cache_dir=cache_dir())
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "-q", "--no-index",
+                    "--no-deps", "--disable-pip-version-check", str(wheel)], check=True)
+    _, document = doctor("--python", str(env / "bin" / "python"), "--sglang-args", "--enable-piecewise-cuda-graph",
+                         "--model-arch", "GlmMoeDsaForCausalLM", "--gpu", "sm120")
+    launch = document["sglang_launch"]
+    assert (launch["release"], launch["installed"], launch["fullgraph"]) == ("0.5.9", True, True)
+    (stop,) = launch["stops"]
+    assert "nsa/nsa_indexer.py" in stop["where"] and stop["patches"] == ["0002-nsa-indexer-split-op.patch"]
+    assert stop["fixed_by"].startswith("0.5.9+nvfp4.")
+    assert any("SGLang's own code stops it before FlashInfer" in n and stop["fixed_by"] in n for n in document["notes"])

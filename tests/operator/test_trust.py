@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doctor_facts import check_document
 from helpers import OVERLAY, PATCHES, ROOT, cache_dir, relabelled_wheel, rewritten_wheel, run_cli
 
 from nvfp4_overlay import cli
@@ -211,6 +212,8 @@ def _site() -> list[str]:
 
 def doctor(python: Path, *args: str) -> tuple[int, dict[str, Any] | str, str]:
     code, out, err = run_cli("doctor", "--python", str(python), "--no-trace", "--patches-dir", str(PATCHES), *args)
+    if "--json" in args:
+        check_document(json.loads(out))
     return code, (json.loads(out) if "--json" in args else out), err
 
 

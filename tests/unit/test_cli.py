@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import OVERLAY, PATCHES, ROOT, cli_args, run_cli
+from helpers import OVERLAY, PATCHES, ROOT, cli_args, run_cli, sglang_stack_releases
 
 from nvfp4_overlay import cli
 from nvfp4_overlay.cli.parser import COMMANDS
@@ -108,7 +108,7 @@ def test_list_sorts_stacks_by_release() -> None:
     names = [line.split(":")[0].strip().split()[0] for line in out.split("series:")[0].splitlines()[1:]]
     sglang = [n for n in names if n.startswith("sglang-")]
     assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
-    assert sglang[-1] == "sglang-0.5.23"
+    assert sglang[-1] == f"sglang-{sglang_stack_releases()[-1]}"
 
 
 # --- the exit status table (errors.Exit), over every command --------------------------------------
@@ -132,6 +132,7 @@ MISSING_PATH = {
     "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "launch-table": ["launch-table", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "generate": ["generate", "routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 
@@ -411,7 +412,7 @@ def test_an_unknown_stack_lists_the_stacks_by_release() -> None:
     known = err.split("known stacks: ")[1].split(" (or 'all')")[0].split(", ")  # build also takes all
     sglang = [s for s in known if s.startswith("sglang-")]
     assert sglang.index("sglang-0.5.8") < sglang.index("sglang-0.5.9") < sglang.index("sglang-0.5.10")
-    assert sglang[-1] == "sglang-0.5.23"
+    assert sglang[-1] == f"sglang-{sglang_stack_releases()[-1]}"
     code, _, err = run_cli("install", "--stack", "all", "--patches-dir", str(PATCHES))
     assert code == 2 and "(or 'all')" not in err  # install takes one stack
 
@@ -442,7 +443,7 @@ def _bad_toml(tmp_path: Path) -> Path:
 
 def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     """Every SGLang stack gets a line (none is the goal), and the JSON holds the region audit's answer."""
-    from nvfp4_overlay.audit import sglang_audit
+    from nvfp4_overlay.audit import sglang_audit, sglang_raw
     from nvfp4_overlay.oracle import sglang_releases
 
     code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
@@ -457,11 +458,15 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     for stack, regions in remaining.items():
         (at,) = [i for i, line in enumerate(lines) if line.startswith((f"  {stack}:", f"  {stack} (default):"))]
         assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
-        # never an unqualified "none": the audited regions' scope, then each call outside them
-        assert "in the audited regions; outside them: fp8_blockscale_gemm_sm90 (SM90" in lines[at + 1]
-        assert "tinygemm_bf16 (GPT-OSS (forward_dwdp)): routed" in lines[at + 1]
+        # never an unqualified "none": the audited regions' scope on each stack's line ...
+        assert lines[at + 1].endswith(" in the audited regions") and "outside them" not in lines[at + 1]
         for region in regions:
             assert region in lines[at + 1], (stack, region)
+    # ... and what lies outside them, the same for every stack, said once after the stacks
+    (outside,) = [line for line in lines if "outside the audited regions" in line]
+    assert lines.index(outside) < lines.index("series:")
+    assert "fp8_blockscale_gemm_sm90 (SM90" in outside and "tinygemm_bf16 (GPT-OSS (forward_dwdp)): routed" in outside
+    assert text.count(sglang_raw.NOT_TRACED) == 1 and sglang_raw.NOT_TRACED in outside
     assert [c["function"] for c in json.loads(out)["conditional_raw"] if c["routed"]] == [
         "fp8_blockscale_gemm_sm90", "tinygemm_bf16"]
 
@@ -475,7 +480,7 @@ def test_list_and_doctor_state_what_the_inkling_series_leave_raw() -> None:
     region reaches is not counted, nor anything in 0.5.22-0.5.23 (no fullgraph region). doctor answers
     as list does for an installed patched SGLang, and names the ContextVar for an upstream one."""
     from nvfp4_overlay.operate import doctor
-    from nvfp4_overlay.operate.installed import Finding
+    from nvfp4_overlay.operate.doctor_report import Finding
 
     code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
     assert code == 0

@@ -75,3 +75,15 @@ def test_a_result_is_kept_whole_or_not_at_all(tmp_path: Path) -> None:
     path.write_text(path.read_text()[:5])
     assert results.computed("p", side, key, lambda: {"n": 2}) == {"n": 2}
     assert results.computed("p", side, key, lambda: {"n": 3}) == {"n": 2}
+
+
+def test_a_gpu_whose_fake_shape_probe_crashed_is_a_problem_not_a_traceback() -> None:
+    """The fake-shape probe answers {"crash": traceback} for a GPU whose child died (refresh of a release
+    with a new entry point whose rows the case table did not apply: CaseTableError); the check says so."""
+    from nvfp4_overlay.oracle import behaviour
+
+    crash = "Traceback ...\nCaseTableError: flashinfer 0.7.5: fp4_quantize_rowwise has 0 cases, fewer than 3"
+    shapes = {"12.0": {"crash": crash}, "10.0": {"fp4_quantize": {"m40@2": {"wrapper": "x", "fake": "x"}}}}
+    (problem,) = behaviour.shape_problems("0.7.5", shapes)
+    assert problem.startswith("0.7.5: sm120: the fake-shape probe crashed: ") and "fewer than 3" in problem
+

@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 from fake_github import FakeGitHub
-from helpers import OVERLAY, PATCHES, run_cli, write_wheel
+from helpers import OVERLAY, PATCHES, run_cli, sglang_after_newest, sglang_stack_releases, write_wheel
 
 from nvfp4_overlay.carry import propose
 from nvfp4_overlay.carry.github import GitHub, Proposal
 from nvfp4_overlay.errors import ConfigError
 from nvfp4_overlay.patch.manifest import Target, load_stacks
 from nvfp4_overlay.wheel.fetch import Source
+
+# SGLang releases no stack has yet (the newest's + 1 and + 2), read from patches/stacks.toml: a new
+# stack there moves them on rather than failing these tests.
+NEW, NEWER = sglang_after_newest(1), sglang_after_newest(2)
 
 # --- the GitHub seam ---------------------------------------------------------------------------------
 
@@ -75,14 +79,15 @@ def test_the_pin_is_one_exact_release_outside_extras(requires: list[str], pin: s
 
 
 def test_a_stack_goes_after_the_last_sglang_stack_and_the_file_still_reads(tmp_path: Path) -> None:
-    text = propose.with_stack((PATCHES / "stacks.toml").read_text(), "0.5.24", "0.7.4")
+    text = propose.with_stack((PATCHES / "stacks.toml").read_text(), NEW, "0.7.4")
     (tmp_path / "stacks.toml").write_text(text)
     stacks = {s.name: s for s in load_stacks(tmp_path).stacks}
-    new = stacks["sglang-0.5.24"]
-    assert (new.targets, new.upstream) == ((Target("flashinfer-python", "0.7.4"),), (Target("sglang", "0.5.24"),))
-    assert text.index('[stacks."sglang-0.5.23"]') < text.index('[stacks."sglang-0.5.24"]') < text.index(
+    new = stacks[f"sglang-{NEW}"]
+    assert (new.targets, new.upstream) == ((Target("flashinfer-python", "0.7.4"),), (Target("sglang", NEW),))
+    newest = sglang_stack_releases()[-1]
+    assert text.index(f'[stacks."sglang-{newest}"]') < text.index(f'[stacks."sglang-{NEW}"]') < text.index(
         "# FlashInfer alone")
-    assert text.replace('[stacks."sglang-0.5.24"]\nsglang = { version = "0.5.24", patched = false }\n'
+    assert text.replace(f'[stacks."sglang-{NEW}"]\nsglang = {{ version = "{NEW}", patched = false }}\n'
                         'flashinfer-python = "0.7.4"\n\n', "") == (PATCHES / "stacks.toml").read_text()
 
 
@@ -122,33 +127,33 @@ def test_a_new_sglang_release_becomes_a_stack_over_its_pin(
 ) -> None:
     checked: list[Target] = []
     monkeypatch.setattr(propose.behaviour, "check_series", lambda target, *a, **k: checked.append(target) or problems)
-    sglang(stack_project["wheelhouse"], "0.5.24", requires)
+    sglang(stack_project["wheelhouse"], NEW, requires)
     fake = FakeGitHub()
     source = Source(stack_project["cache"], stack_project["wheelhouse"], offline=True)
     (outcome,) = propose.propose(stack_project["patches"], OVERLAY, source, GitHub("o/r", fake.send),
                                  root=stack_project["patches"].parent)
-    assert (outcome.release, outcome.proposal.kind) == (Target("sglang", "0.5.24"), kind)
+    assert (outcome.release, outcome.proposal.kind) == (Target("sglang", NEW), kind)
     assert says in outcome.proposal.body
     assert checked == ([Target("flashinfer-python", "0.7.2")] if "0.7.2" in requires else [])
     if kind == "pull":
-        files = fake.committed("nvfp4-overlay/stack-sglang-0.5.24")
+        files = fake.committed(f"nvfp4-overlay/stack-sglang-{NEW}")
         assert list(files) == ["patches/stacks.toml"]
-        assert b'[stacks."sglang-0.5.24"]\nsglang = { version = "0.5.24", patched = false }\n' in files[
+        assert f'[stacks."sglang-{NEW}"]\nsglang = {{ version = "{NEW}", patched = false }}\n'.encode() in files[
             "patches/stacks.toml"]
-        assert fake.pulls[0]["title"] == "sglang 0.5.24: a stack over flashinfer-python 0.7.2"
+        assert fake.pulls[0]["title"] == f"sglang {NEW}: a stack over flashinfer-python 0.7.2"
     else:
-        assert fake.issues[0]["title"] == "sglang 0.5.24: no stack proposed"
+        assert fake.issues[0]["title"] == f"sglang {NEW}: no stack proposed"
     assert (stack_project["patches"] / "stacks.toml").read_text() == (PATCHES / "stacks.toml").read_text()
 
 
 def test_a_release_already_proposed_is_not_proposed_again(stack_project: dict[str, Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(propose.behaviour, "check_series", lambda *a, **k: pytest.fail("checked again"))
-    sglang(stack_project["wheelhouse"], "0.5.24", "Requires-Dist: flashinfer_python==0.7.2")
-    fake = FakeGitHub(branches={"nvfp4-overlay/stack-sglang-0.5.24": "c5"})
+    sglang(stack_project["wheelhouse"], NEW, "Requires-Dist: flashinfer_python==0.7.2")
+    fake = FakeGitHub(branches={f"nvfp4-overlay/stack-sglang-{NEW}": "c5"})
     source = Source(stack_project["cache"], stack_project["wheelhouse"], offline=True)
     (outcome,) = propose.propose(stack_project["patches"], OVERLAY, source, GitHub("o/r", fake.send))
-    assert outcome.already == "branch nvfp4-overlay/stack-sglang-0.5.24" and outcome.url is None
+    assert outcome.already == f"branch nvfp4-overlay/stack-sglang-{NEW}" and outcome.url is None
     assert not fake.pulls and not fake.issues
 
 
@@ -156,18 +161,18 @@ def test_propose_dry_run_prints_the_proposals_and_opens_nothing(stack_project: d
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(propose.behaviour, "check_series", lambda *a, **k: [])
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
-    sglang(stack_project["wheelhouse"], "0.5.24", "Requires-Dist: flashinfer_python==0.7.2")
+    sglang(stack_project["wheelhouse"], NEW, "Requires-Dist: flashinfer_python==0.7.2")
     args = ["--patches-dir", str(stack_project["patches"]), "--cache-dir", str(stack_project["cache"]),
             "--wheelhouse", str(stack_project["wheelhouse"]), "--offline"]
     code, out, err = run_cli("propose", "--dry-run", *args)
     assert code == 0, err
-    assert out.startswith("sglang==0.5.24: pull: sglang 0.5.24: a stack over flashinfer-python 0.7.2 -> "
-                          "(dry run: branch nvfp4-overlay/stack-sglang-0.5.24)\n")
+    assert out.startswith(f"sglang=={NEW}: pull: sglang {NEW}: a stack over flashinfer-python 0.7.2 -> "
+                          f"(dry run: branch nvfp4-overlay/stack-sglang-{NEW})\n")
     assert "pins flashinfer-python==0.7.2 (Requires-Dist)" in out
-    sglang(stack_project["wheelhouse"], "0.5.25", "Requires-Dist: flashinfer_python==0.7.3")
+    sglang(stack_project["wheelhouse"], NEWER, "Requires-Dist: flashinfer_python==0.7.3")
     code, out, _ = run_cli("propose", "--dry-run", "--json", *args)
     assert code == 1  # a release needs a person: its issue is the report
     assert [(p["release"], p["kind"]) for p in json.loads(out)["proposals"]] == [
-        ("sglang==0.5.24", "pull"), ("sglang==0.5.25", "issue")]
+        (f"sglang=={NEW}", "pull"), (f"sglang=={NEWER}", "issue")]
 
 

@@ -1,4 +1,4 @@
-"""stacks.toml read alone: a stack for every final SGLang release from 0.5.8 to 0.5.23, SGLang patched where
+"""stacks.toml read alone: a stack for every final SGLang release from 0.5.8 on, SGLang patched where
 a series carries it, every FlashInfer pin carried, and a malformed upstream entry refused. Each pin
 against the SGLang wheel's own METADATA: tests/releases/test_stacks.py."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import PATCHES
+from helpers import PATCHES, sglang_stack_releases
+from packaging.version import Version
 
 from nvfp4_overlay.errors import ConfigError
 from nvfp4_overlay.patch.manifest import load_stacks
@@ -16,11 +17,14 @@ STACKS = load_stacks(PATCHES)
 SGLANG = [s for s in STACKS.stacks if any(t.dist == "sglang" for t in (*s.targets, *s.upstream))]
 
 
-def test_every_final_sglang_release_from_0_5_8_to_0_5_23_has_a_stack() -> None:
+def test_every_final_sglang_release_from_0_5_8_on_has_a_stack() -> None:
+    """Every release up to 0.5.23 (the newest when this was written); a newer stack is no failure."""
     versions = {t.version for s in SGLANG for t in (*s.targets, *s.upstream) if t.dist == "sglang"}
-    assert versions == {"0.5.8", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12",
-                        "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5.16",
-                        "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"}
+    assert {v for v in versions if Version(v) <= Version("0.5.23")} == {
+        "0.5.8", "0.5.8.post1", "0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13",
+        "0.5.13.post1", "0.5.14", "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20",
+        "0.5.21", "0.5.22", "0.5.23"}
+    assert sglang_stack_releases()[-1] == max(versions, key=Version)  # the tests' newest is this file's
 
 
 # The SGLang releases a series patches: 0.5.8-0.5.11 (the SM120 fp4_quantize) and 0.5.16-0.5.21 (Inkling's

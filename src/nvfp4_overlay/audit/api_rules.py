@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..probes.flashinfer import compile_cases
 from .api_audit import MARKERS
 
-__all__ = ["CATEGORIES", "SGLANG_RUNNERS", "rules", "verdict"]
+__all__ = ["CATEGORIES", "SGLANG_RUNNERS", "is_routed", "rules", "verdict"]
 
 OUT = "out of scope"
 # What SGLang's MoE runners (moe_runner/flashinfer_trtllm.py and flashinfer_cutlass.py, 0.5.12-0.5.23;
@@ -85,10 +85,16 @@ CATEGORIES: list[tuple[str, str, str]] = [
 ]
 
 
+def is_routed(key: str, routed: Sequence[str]) -> bool:
+    """Whether the overlay's routing takes the function (module.name): its verdict is "routed" (an opt-in
+    module's namesake stays upstream's)."""
+    return key.rsplit(".", 1)[1] in routed and not re.search(OPT_IN, key)
+
+
 def verdict(key: str, routed: Sequence[str]) -> tuple[str, str]:
     """The verdict and the reason for one function (module.name), or ConfigError when no category explains it."""
     name = key.rsplit(".", 1)[1]
-    if name in routed and not re.search(OPT_IN, key):
+    if is_routed(key, routed):
         default = COMPILE_LIST_WHY if name in COMPILE_LIST else "routed to one opaque op while dynamo traces (entries.py)"
         return "routed", ROUTED_WHY.get(name, default)
     if name in SGLANG_RUNNERS:

@@ -20,7 +20,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from .. import files
-from ..audit import api_audit, new_apis, routes
+from ..audit import api_audit, api_rules, new_apis, routes
 from ..errors import ConfigError, PatchError, Refused
 from ..oracle import behaviour
 from ..patch import (
@@ -254,7 +254,7 @@ def refresh(request: Request, *, log: Callable[[str], None]) -> Refreshed:
     today = datetime.now(timezone.utc).date()
     try:
         # 2b. The release's public API: a new function that reaches a kernel loader needs a person first.
-        _no_new_api(patches_dir, target, wheels[0], matrix, log, source_wheels.scans_dir)
+        _no_new_api(patches_dir, overlay_dir, target, wheels[0], matrix, log, source_wheels.scans_dir)
         # 3. The patches regenerated exact against the release, or the refusal with every reason.
         ported = port_series(series, drifts, target.version, drop_upstream=request.drop_upstream, today=today)
         # 3b. The route patch written anew from the release: every entry point the overlay routes that it defines.
@@ -305,16 +305,22 @@ def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source,
         raise refused
 
 
-def _no_new_api(patches_dir: Path, target: Target, wheel: ReleaseWheel, matrix: Matrix,
+def _no_new_api(patches_dir: Path, overlay_dir: Path, target: Target, wheel: ReleaseWheel, matrix: Matrix,
                 log: Callable[[str], None], store: Path | None = None) -> None:
     """Refused, before anything is built, when the release has public FlashInfer functions that reach a
-    kernel loader and the serving-API audit does not classify: a port cannot be judged without them."""
+    kernel loader and the serving-API audit does not classify: a port cannot be judged without them.
+
+    A function the overlay already routes (its entries.py names it) is not new: the route patch gets its
+    route and the behaviour checks hold it, and `make audit-api` records it once the series is written
+    (the audit is made from the carried releases, so it cannot know a release that is not carried yet)."""
     if target.dist != "flashinfer-python":
         return
     log(f"{target}: scanning its public functions that reach a kernel loader")
+    routed = routes.routed_names(overlay_dir)
     with WheelReader(wheel.path) as reader:
-        found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
-                         api_audit.load_audit(patches_dir), store)
+        found = tuple(fn for fn in new_apis(lambda n: reader.read(n) if n in reader.infos else None,
+                                            sorted(reader.infos), api_audit.load_audit(patches_dir), store)
+                      if not api_rules.is_routed(fn.key, routed))
     matrix.new_apis[target] = found
     if found:
         problems = [api_audit.problem(target.version, fn, patches_dir) for fn in found]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from . import cubins, doctor, doctor_launch, index, installed, jit_doctor, rollback
+from . import cubins, doctor, doctor_launch, doctor_report, doctor_schema, index, installed, jit_doctor, rollback
+from .doctor_report import Finding
 from .install import Step, Tool, install_steps, missing_wheels
-from .installed import Finding
 from .verdict import Sums, worst
 from .verify import verify_wheel
 
-__all__ = ["Finding", "Step", "Sums", "Tool", "cubins", "doctor", "doctor_launch", "index", "install_steps", "installed",
+__all__ = ["Finding", "Step", "Sums", "Tool", "cubins", "doctor", "doctor_launch", "doctor_report", "doctor_schema", "index", "install_steps", "installed",
            "jit_doctor", "missing_wheels", "rollback", "verify_wheel", "worst"]

@@ -11,8 +11,10 @@ build makes, flashinfer imports and the trace check passes; 1 something needs a 
 missing, unpatched or not importable, an SGLang release with a series installed unpatched, a broken
 pin, a failed or hung trace; 3 an installed file differs from its RECORD or from what the build makes,
 is missing, or came from no build (a hand edit, an edited wheel); 4 a patched build that cannot be
-verified here (the pinned upstream wheel cannot be had). 3 wins over 4 over 1, since an edited or
-unvouched file makes every other answer doubtful. A `--python` that is no usable interpreter is 2.
+verified here (the pinned upstream wheel cannot be had); 5 a JIT-cache module taken on its builder's word.
+3 wins over 4 over 1 over 5, since an edited or unvouched file makes every other answer doubtful: the
+judges fill one Finding and doctor_report.decide alone ranks it (examine returns the judged Report). A
+`--python` that is no usable interpreter is 2.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ from .. import progress
 from ..errors import ConfigError, OverlayError, TimedOut, Unverified
 from ..patch import overlay_root
 from . import installed_files
-from .installed import Finding, check_pin, judge_distribution, sglang_pins
+from .doctor_report import Finding, Report, parse
+from .installed import check_pin, judge_distribution, judge_new_apis, scans_api, sglang_pins
 from .installed_files import Held
+from .report_fields import unplaced
 
 if TYPE_CHECKING:
     from ..wheel import Source
+    from .doctor_launch import Asked
 
 DISTRIBUTIONS = ("flashinfer-python", "sglang")
 OPAQUE_OP = "nvfp4_overlay.flashinfer_"  # every routed entry point's op: nvfp4_overlay::flashinfer_<name>
@@ -174,9 +179,39 @@ def diagnose(patches_dir: Path, overlay_dir: Path, source: Source, *, python: st
         "sglang_regions_raw": remaining,
         "routes": routes,
     }
-    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code, problems=finding.all_problems,
-                    notes=finding.notes)
     return document, finding
+
+
+def examine(patches_dir: Path, overlay_dir: Path, source: Source, *, python: str | None = None, trace: bool = True,
+            timeout: float = 300, asked: Asked | None = None) -> Report:
+    """doctor's whole report, judged once: the distributions and the trace (diagnose), a new API, the JIT cache
+    and, asked a launch line (doctor_launch.ask), SGLang's answer for it."""
+    from ..patch import load_stacks
+    from . import doctor_launch, jit_doctor
+
+    document, finding = diagnose(patches_dir, overlay_dir, source, python=python, trace=trace, timeout=timeout)
+    _new_api(document, finding, patches_dir)
+    examined = python or sys.executable
+    jit_doctor.report(document, finding, examined, load_stacks(patches_dir).default)
+    if asked is not None:
+        doctor_launch.judge(document, finding, asked, examined, patches_dir, source.cache_dir, timeout)
+    finding.notes += [f"doctor's report has no place for {key}, which it left out; report it" for key in
+                      unplaced(Report, document)]
+    return parse(Report, document).judged(finding)
+
+
+def _new_api(document: dict[str, Any], finding: Finding, patches_dir: Path) -> None:
+    """A FlashInfer release without a series: its public functions that reach a kernel loader and that the
+    serving-API audit does not classify, read from the installed files."""
+    from ..audit import api_audit
+
+    flashinfer = document["distributions"]["flashinfer-python"]
+    if not scans_api(flashinfer):
+        return
+    root = Path(flashinfer["location"])
+    files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in sorted((root / "flashinfer").rglob("*.py"))
+             if api_audit.scanned(str(p.relative_to(root)))}
+    judge_new_apis(flashinfer, api_audit.new_api(files, api_audit.load_audit(patches_dir)), patches_dir, finding)
 
 
 def _held(name: str, fact: dict[str, Any], patches_dir: Path, overlay_dir: Path,

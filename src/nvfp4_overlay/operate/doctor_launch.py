@@ -25,6 +25,8 @@ from packaging.version import Version
 
 from ..audit import sglang_audit, sglang_launch, sglang_models, sglang_raw
 from ..errors import ConfigError, TimedOut, UsageError
+from . import doctor_stops
+from .doctor_report import Finding, data
 
 PROBE = "nvfp4_overlay.probes.sglang.sglang_launch"
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -57,13 +59,14 @@ def ask(request: Request) -> Asked:
     return Asked(request, argv, model, arch)
 
 
-def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path, cache_dir: Path,
+def judge(document: dict[str, Any], finding: Finding, asked: Asked, python: str, patches_dir: Path, cache_dir: Path,
           timeout: float) -> dict[str, Any]:
-    """document["sglang_launch"]: SGLang's answer for the launch line, with the FlashInfer calls of its region."""
+    """document["sglang_launch"]: SGLang's answer for the launch line, with the FlashInfer calls of its region (its
+    notes into finding)."""
     request, argv, line, arch = asked.request, asked.argv, asked.model, asked.architecture
     gpu = request.gpu or _seen_gpu(document.get("gpu")) or "sm120"
     if not request.gpu and (document.get("gpu") or {}).get("devices") and not _seen_gpu(document.get("gpu")):
-        document["notes"].append("--sglang-args: the GPU seen there is none of sm90, sm100, sm120, sm121; "
+        finding.notes.append("--sglang-args: the GPU seen there is none of sm90, sm100, sm120, sm121; "
                                  "the launch line is asked for sm120 (name another with --gpu)")
     sglang = document["distributions"].get("sglang", {})
     with tempfile.TemporaryDirectory(prefix="nvfp4-launch-") as scratch:
@@ -76,7 +79,7 @@ def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path
         except ConfigError as exc:  # the interpreter cannot run SGLang's code (no torch): doctor's other problems say why
             unjudged: dict[str, Any] = {"release": release, "gpu": gpu, "error": exc.message}
             document["sglang_launch"] = unjudged
-            document["notes"].append(f"--sglang-args: not judged: {exc.message}")
+            finding.notes.append(f"--sglang-args: not judged: {exc.message}")
             return unjudged
     answer = found["lines"]["line"]
     _refuse(answer, release, request.args, arch)
@@ -84,9 +87,10 @@ def judge(document: dict[str, Any], asked: Asked, python: str, patches_dir: Path
     entry = sglang_launch.compact(answer)
     out = {"release": release, "installed": bool(sglang.get("installed")), "gpu": gpu,
            "gpu_from": "--gpu" if request.gpu else "doctor" if _seen_gpu(document.get("gpu")) else "default",
-           "architecture": answer["architecture"], **entry, "calls": calls, "stubbed": sorted(found["stubbed"])}
+           "architecture": answer["architecture"], **entry, "calls": calls, "stops": _stops(
+               patches_dir, release, bool(sglang.get("patched")), gpu, answer), "stubbed": sorted(found["stubbed"])}
     document["sglang_launch"] = out
-    document["notes"].append(_note(out))
+    finding.notes.append(_note(out))
     return out
 
 
@@ -150,6 +154,13 @@ def region_calls(patches_dir: Path, release: str, patched: bool, gpu: str, route
     return out
 
 
+def _stops(patches_dir: Path, release: str, patched: bool, gpu: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where SGLang's own code stops the region's compile before FlashInfer (doctor_stops: the whole-layer table)."""
+    if not answer.get("fullgraph"):
+        return []
+    return [data(stop) for stop in doctor_stops.stops(patches_dir, release, patched, gpu, answer["architecture"])]
+
+
 def _routes(document: dict[str, Any]) -> Any:
     """doctor's routes of the installed FlashInfer: this checkout's overlay, never the installed entries.py run here."""
     return document.get("routes")
@@ -160,8 +171,13 @@ def _note(out: dict[str, Any]) -> str:
     raw = [c["function"] for c in out["calls"] if not c["routed"] and not c["traces"]]
     left = (f"; raw FlashInfer left in it: {', '.join(raw)}" if raw else
             "; every FlashInfer call the region table saw there is routed" if out["fullgraph"] else "")
+    first = [s for s in out["stops"] if not s["behind"]]
+    stopped = "".join(f"; SGLang's own code stops it before FlashInfer ({s['model']}, {s['gpu']}: {s['where']}), "
+                      + (f"fixed by sglang {s['fixed_by']}" if s["fixed_by"] else "which no patched label fixes")
+                      for s in first[:1])
     return (f"SGLang {out['release']} on {out['gpu']} ({out['architecture']}): this launch line "
-            f"{said[out['fullgraph']]} (prefill {out['prefill']}, decode {out['decode']}; decided by {out['rule']}){left}")
+            f"{said[out['fullgraph']]} (prefill {out['prefill']}, decode {out['decode']}; decided by {out['rule']})"
+            f"{stopped}{left}")
 
 
 def _seen_gpu(gpu: dict[str, Any] | None) -> str | None:

@@ -7,9 +7,7 @@ from the pinned upstream wheel); nothing of that environment is imported or run 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,40 +16,12 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..audit import PublicFunction, api_audit
-from ..errors import ConfigError, Exit, OverlayError, Unverified
+from ..errors import ConfigError, OverlayError, Unverified
 from ..patch import Stack, Target, load_stacks, load_upstream
+from .doctor_report import Finding
 from .installed_files import Held
 
 SGLANG_FIXED = Version("0.5.12")  # ships its own opaque fp4_quantize (srt/layers/quantization/fp4_utils.py)
-
-
-@dataclass
-class Finding:
-    """The verdict's parts: problems set the exit status, notes only inform."""
-
-    python: str = sys.executable  # the examined interpreter, named in the fixes
-    problems: list[str] = field(default_factory=list)
-    integrity: list[str] = field(default_factory=list)
-    unverified: list[str] = field(default_factory=list)  # "cannot be verified here": no anchor to hold files to
-    notes: list[str] = field(default_factory=list)
-    trusted: list[str] = field(default_factory=list)  # files taken on their builder's word (exit 5), each with why
-
-    @property
-    def exit_code(self) -> int:
-        """3 an integrity failure; 4 a patched build that cannot be verified here (every other answer rests on
-        files nothing vouched for); 1 a problem; 5 a file taken on its builder's word (a JIT module this host never
-        built); 0."""
-        if self.integrity:
-            return Exit.INTEGRITY
-        if self.unverified:
-            return Exit.UNVERIFIED
-        if self.problems:
-            return Exit.NEEDS_PERSON
-        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
-
-    @property
-    def all_problems(self) -> list[str]:
-        return self.integrity + self.unverified + self.problems
 
 
 def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, finding: Finding,

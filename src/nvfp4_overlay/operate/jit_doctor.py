@@ -26,7 +26,7 @@ from .. import records
 from ..files import sha256_file
 from ..probes.flashinfer import jit_build
 from ..wheel import default_cache_dir, jit_wheel
-from .installed import Finding
+from .doctor_report import Finding
 
 # Run by the examined interpreter: its own packages, PATH and CUDA_HOME.
 FACTS = r'''
@@ -98,12 +98,8 @@ def facts(python: str, timeout: float = 120, env: dict[str, str] | None = None) 
 
 
 def report(document: dict[str, Any], finding: Finding, python: str, stack: str, cache_dir: Path | None = None) -> None:
-    """doctor's document gains "jit" (judge's view) and the problems and notes, as doctor renders them."""
-    fact = facts(python)
-    view = judge(fact, stack, finding, cache_dir)
-    document["jit"] = view
-    document.update(ok=finding.exit_code == 0, exit_code=finding.exit_code,
-                    problems=finding.all_problems, notes=finding.notes, taken_on_trust=finding.trusted)
+    """doctor's document gains "jit" (judge's view); its problems and notes go into finding."""
+    document["jit"] = judge(facts(python), stack, finding, cache_dir)
 
 
 def judge(fact: dict[str, Any], stack: str, finding: Finding, cache_dir: Path | None = None) -> dict[str, Any]:
@@ -120,6 +116,7 @@ def judge(fact: dict[str, Any], stack: str, finding: Finding, cache_dir: Path | 
     _judge_cubin(fact, public, finding)
     provenance = fact.get("provenance") or {}
     if not fact.get("cache"):
+        view["will_jit"] = None  # every module: there is no cache to list what it lacks
         finding.notes.append(f"no flashinfer_jit_cache: every module of the FP4 serving path builds with nvcc at its first "
                              f"call on this node (seconds to minutes each); prebuild them: {build}, then pip install it")
     else:
@@ -128,7 +125,7 @@ def judge(fact: dict[str, Any], stack: str, finding: Finding, cache_dir: Path | 
         for name, module in sorted(provenance.get("modules", {}).items()):
             held = module.get("included") and name in fact.get("present", [])
             view["prebuilt" if held else "will_jit"].append(name)
-    if view["will_jit"] or not fact.get("cache"):
+    if view["will_jit"] is None or view["will_jit"]:
         _judge_toolkit(fact, gpu, build, finding)
     return view
 

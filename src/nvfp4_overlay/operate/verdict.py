@@ -6,6 +6,12 @@ names the members taken on their builder's word (5); a refusal outranks the rest
 is left. Two checks are the same for every wheel this tool builds: its RECORD against its members
 (check_record) and its line in the SHA256SUMS of its folder (check_sums), whose caller says whether a
 wheel that list does not name is refused everywhere or only beside a list (Sums).
+
+Every verdict of the operator's side (a wheel's here, an environment's in doctor_report.py) takes its exit
+status from one ranking, SEVERITY: what refuses (3) first, then what cannot be verified here (4: every
+other answer rests on files nothing vouched for), then what needs a person (1), then what is taken on
+trust (5: nothing contradicts it), else 0. A wheel's verdict has no "needs a person" part (a wheel is
+refused or not), so it ranks 3 > 4 > 5 > 0; doctor's has all four.
 """
 
 from __future__ import annotations
@@ -68,13 +74,9 @@ class Verdict:
 
     @property
     def exit_code(self) -> Exit:
-        """3 refused, 4 cannot be verified here, 5 taken on trust (a JIT module not built again here), 0 ok: a
-        refusal outranks the rest."""
-        if self.problems:
-            return Exit.INTEGRITY
-        if self.unverified:
-            return Exit.UNVERIFIED
-        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
+        """3 refused, 4 cannot be verified here, 5 taken on trust (a JIT module not built again here), 0 ok."""
+        return ranked({Exit.INTEGRITY: bool(self.problems), Exit.UNVERIFIED: bool(self.unverified),
+                       Exit.TAKEN_ON_TRUST: bool(self.trusted)})
 
     @property
     def state(self) -> str:
@@ -91,11 +93,18 @@ class Verdict:
                 "members": [m.data() for m in self.members], "checked_against": self.checked_against}
 
 
+# The exit statuses a verdict's parts give, the one that decides first (the module's docstring says why).
+SEVERITY = (Exit.INTEGRITY, Exit.UNVERIFIED, Exit.NEEDS_PERSON, Exit.TAKEN_ON_TRUST)
+
+
+def ranked(found: dict[Exit, bool]) -> Exit:
+    """The exit status of a verdict whose parts give the statuses marked True: the first of SEVERITY, else 0."""
+    return next((code for code in SEVERITY if found.get(code)), Exit.OK)
+
+
 def worst(verdicts: list[Verdict]) -> Exit:
-    """The exit status of a run over several wheels: any refusal (3), else any that cannot be verified (4), else any
-    taken on trust (5), else 0."""
-    codes = {v.exit_code for v in verdicts}
-    return next((c for c in (Exit.INTEGRITY, Exit.UNVERIFIED, Exit.TAKEN_ON_TRUST) if c in codes), Exit.OK)
+    """The exit status of a run over several wheels: the first of SEVERITY any of them gives, else 0."""
+    return ranked({v.exit_code: True for v in verdicts})
 
 
 # --- what every wheel this tool builds is held to --------------------------------------------------

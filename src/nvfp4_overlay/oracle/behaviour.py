@@ -206,7 +206,12 @@ def shape_problems(release: str, shapes: dict[str, Any]) -> list[str]:
         return [f"{release}: the fake-shape probe crashed: {str(shapes['crash'])[-800:]}"]
     problems = []
     for gpu in (f"{g[0]}.{g[1]}" for g in TRACE_GPUS):
-        for name, runs in shapes.get(gpu, {}).items():
+        found = shapes.get(gpu, {})
+        if "crash" in found:  # one GPU's child died (a case table that refuses the release, say)
+            problems.append(f"{release}: sm{gpu.replace('.', '')}: the fake-shape probe crashed: "
+                            f"{str(found['crash'])[-800:]}")
+            continue
+        for name, runs in found.items():
             for case, run in runs.items():
                 wrapper, fake = run["wrapper"], run["fake"]
                 if isinstance(wrapper, dict) or fake == "upstream" or fake == wrapper:
@@ -264,7 +269,7 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     if target.dist == "flashinfer-python":
         # A public function that reaches a kernel loader and that the serving-API audit does not classify:
         # the ladder knows nothing of it, so nothing below could judge the port; a person first.
-        new = _new_api_problems(target, patches_dir, source, audit or patches_dir)
+        new = _new_api_problems(target, patches_dir, overlay_dir, source, audit or patches_dir)
         if new:
             return new
     options = build.Options(patches_dir, overlay_dir, workdir / "dist", source)
@@ -306,15 +311,20 @@ def routed(ladder: dict[str, Any]) -> list[str]:
     return [name for name in ladder["patched"].get("routed", []) if name not in COMPILE_LIST]
 
 
-def _new_api_problems(target: Target, patches_dir: Path, source: fetch.Source, audit: Path) -> list[str]:
-    from ..audit import api_audit, new_apis
+def _new_api_problems(target: Target, patches_dir: Path, overlay_dir: Path, source: fetch.Source,
+                      audit: Path) -> list[str]:
+    """New API the audit does not classify; a function the overlay routes is not new (the ladder holds it,
+    and `make audit-api` records it once the release is carried: carry/refresh.py's _no_new_api)."""
+    from ..audit import api_audit, api_rules, new_apis, routes
 
     pinned = load_upstream(patches_dir, target)
     pin = pinned.wheels[0]  # the public API is the same in each wheel of a release (pure Python)
+    routed_here = routes.routed_names(overlay_dir)
     with WheelReader(fetch.upstream_wheel(pinned, pin, source)) as reader:
         found = new_apis(lambda n: reader.read(n) if n in reader.infos else None, sorted(reader.infos),
                          api_audit.load_audit(audit), source.scans_dir)
-    return [f"{target}: {api_audit.problem(target.version, fn, audit)}" for fn in found]
+    return [f"{target}: {api_audit.problem(target.version, fn, audit)}" for fn in found
+            if not api_rules.is_routed(fn.key, routed_here)]
 
 
 def _audit_problems(target: Target, upstream: Path, patches_dir: Path) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Dict
 
 from .codecs import (NONE_ONLY, TENSOR_OR_FLOAT, TENSOR_OR_INT, TENSOR_OR_NONE, TENSOR_OR_PAIR, TENSOR_PAIR_OR_NONE,
                      TENSOR_STATE)
-from .entries import Entry
+from .entry import Entry
 
 # Upstream writes into `out` when given (and hands it back), else into a tensor it allocates.
 _OUT = {"returns": "out", "mutates": frozenset({"out"})}
