@@ -30,8 +30,9 @@ def cmd_generate(ctx: Context) -> int:
         return _list(ctx)
     name = ctx.args.generator
     if name is None:
-        msg = f"{ctx.prog} generate: name a generator; '{ctx.prog} generate --list' names them"
-        raise UsageError(msg, item="NAME", expected="a generator", found="none", fix=f"{ctx.prog} generate --list")
+        msg = f"{ctx.prog} generate: no generator given"
+        raise UsageError(msg, item="NAME", expected="a generator", found="none",
+                         fix=f"name one ('{ctx.prog} generate --list' names them)")
     if name == "stack-claims":  # prints what a maintainer reviews; writes nothing
         body = _stack_claims(ctx)
         ctx.emit({"claims": body}, body.rstrip("\n"))
@@ -183,9 +184,9 @@ def _documents(ctx: Context, renders: dict[str, Callable[[str], str]]) -> Found:
     missing = [name for name in renders if not (root / name).is_file()]
     if missing:
         msg = (f"{root / missing[0]}: no such document beside {ctx.patches_dir}; the generators write a clone's "
-               f"files: run it in the clone, or name its patches with --patches-dir")
+               f"files")
         raise ConfigError(msg, path=root / missing[0], item="--patches-dir", expected="a clone's document",
-                          found="missing", fix="run it in the clone, or --patches-dir CLONE/patches")
+                          found="missing", fix="run it in the clone, or name its patches with --patches-dir CLONE/patches")
     return {name: _compare(root / name, render((root / name).read_text(encoding="utf-8")), ctx.args.check)
             for name, render in renders.items()}
 
