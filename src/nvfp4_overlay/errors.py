@@ -1,12 +1,15 @@
 """The one error hierarchy, and the command line's exit codes (the one table of them).
 
-An error carries its message (a sentence that names the file or item, what was expected and found,
-and the next step) and, where they are known, the same facts as data: the CLI prints the message,
-and `--json` reports the data.
+An error is its fields: `message` says what went wrong (naming the file or item, what was expected and
+found), `fix` the next step, and path/item/expected/found the same facts as data. The text a person
+reads is composed from them once, in `text()` (as pip's diagnostic errors compose message and hint):
+the message, then the fix. `--json` reports the same fields, so the two cannot disagree; a raise site
+words the fix once, in `fix=`, never again in the message.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -33,9 +36,19 @@ class OverlayError(Exception):
     def __init__(self, message: str, *, path: Path | str | None = None, item: str | None = None,
                  expected: str | None = None, found: str | None = None, fix: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
+        self.message = message  # what went wrong; the fix is its own field, never restated here
         self.path = None if path is None else str(path)
         self.item, self.expected, self.found, self.fix = item, expected, found, fix
+
+    def text(self) -> str:
+        """What a person reads: the message and then the fix, once. A one-line message takes the fix as its
+        last clause; a message that lists things line by line takes it on a line of its own after them."""
+        if not self.fix:
+            return self.message
+        return f"{self.message}\nfix: {self.fix}" if "\n" in self.message else f"{self.message}; {self.fix}"
+
+    def __str__(self) -> str:
+        return self.text()
 
     def data(self) -> dict[str, Any]:
         fields = {"path": self.path, "item": self.item, "expected": self.expected, "found": self.found,
@@ -64,10 +77,25 @@ class Refused(PatchError):
     """refresh found a hunk that neither applies nor merges, or a port that does not behave: nothing written.
 
     `report` is the drift matrix that says which hunk and why; `problems` the behaviour checks' findings.
+    Both are given when it is made and read-only after (`with_report` makes the refusal again with a report).
     """
 
-    report: Any = None
-    problems: tuple[str, ...] = ()
+    def __init__(self, message: str, *, report: Any = None, problems: Sequence[str] = (), **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self._report, self._problems = report, tuple(problems)
+
+    @property
+    def report(self) -> Any:
+        return self._report
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return self._problems
+
+    def with_report(self, report: Any) -> Refused:
+        """The same refusal, carrying `report` (refresh adds the drift matrix as the refusal passes by)."""
+        return Refused(self.message, report=report, problems=self.problems, path=self.path, item=self.item,
+                       expected=self.expected, found=self.found, fix=self.fix)
 
     def data(self) -> dict[str, Any]:
         return {**super().data(), **({"problems": list(self.problems)} if self.problems else {})}

@@ -31,7 +31,7 @@ def read_toml(path: Path, *, missing: str | None = None, fix: str = "fix the syn
     except FileNotFoundError as exc:
         raise _missing(path, missing) from exc
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        msg = f"{path}: not valid TOML ({exc}); {fix}"
+        msg = f"{path}: not valid TOML ({exc})"
         raise ConfigError(msg, path=path, expected="TOML", found=str(exc), fix=fix) from exc
 
 
@@ -43,13 +43,13 @@ def read_json(path: Path, *, what: str, missing: str | None = None, fix: str | N
     except FileNotFoundError as exc:
         raise _missing(path, missing or fix) from exc
     except (OSError, ValueError) as exc:
-        msg = f"{path}: cannot read {what} ({exc}); {fix}"
+        msg = f"{path}: cannot read {what} ({exc})"
         raise ConfigError(msg, path=path, expected=f"{what} as JSON", found=str(exc), fix=fix) from exc
 
 
 def _missing(path: Path, missing: str | None) -> ConfigError:
     fix = missing or f"restore it from git: git checkout -- {path}"
-    return ConfigError(f"{path}: not found; {fix}", path=path, found="missing", fix=fix)
+    return ConfigError(f"{path}: not found", path=path, found="missing", fix=fix)
 
 
 def render_between(document: str, begin: str, end: str, body: str, what: str) -> str:

@@ -129,7 +129,8 @@ def test_install_brings_no_cubin_where_its_release_has_none() -> None:
 def test_install_run_refuses_a_stack_that_is_not_built(tmp_path: Path) -> None:
     code, out, err = run_cli("install", "--run", "--patches-dir", str(PATCHES), "--dist-dir", str(tmp_path), "--json")
     assert code == 2
-    assert json.loads(out)["error"]["fix"] == "nvfp4-overlay build --stack sglang-0.5.11"
+    assert json.loads(out)["error"]["fix"] == ("build the stack first ('nvfp4-overlay build --stack sglang-0.5.11'), "
+                                               "or take the wheels from an index (--fleet-index URL)")
 
 
 # --- run into a fresh venv: install, pip check, doctor; rollback, doctor ---------------------------

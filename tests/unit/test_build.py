@@ -144,7 +144,7 @@ def test_unknown_stack_and_bad_target_are_configuration_errors(project: Layout, 
     assert cli.main(["build", "--stack", "nope", *cli_args(layout)]) == 2
     assert "no stack named 'nope'; known stacks: demo" in capsys.readouterr().err
     assert cli.main(["build", "demo=1.0", *cli_args(layout)]) == 2
-    assert "expected DIST==VERSION" in capsys.readouterr().err
+    assert "'demo=1.0': not DIST==VERSION; name it as DIST==VERSION, e.g." in capsys.readouterr().err
 
 
 def test_a_wheelhouse_means_no_network(project: Layout, capsys: pytest.CaptureFixture[str]) -> None:

@@ -457,7 +457,7 @@ def test_shipped_unpatched_is_by_design_only_where_the_audit_says_nothing_raw_re
     ("against", "match"),
     [
         (["demo==x.y"], "not a PEP 440 version"),
-        (["other==1.0"], "say which distribution"),
+        (["other==1.0"], "names no distribution carried (series exist for demo); name the distribution: --dist NAME"),
     ],
     ids=["bad-version", "unknown-dist"],
 )

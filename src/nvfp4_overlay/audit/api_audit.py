@@ -95,9 +95,9 @@ def load_audit(patches_dir: Path) -> Audit:
     try:
         rules = tuple(Rule(r["module"], r["name"], r["verdict"], r["why"]) for r in raw["rules"])
     except (KeyError, TypeError) as exc:
-        msg = f"{path}: cannot read the serving-API audit ({exc}); restore it from git"
+        msg = f"{path}: cannot read the serving-API audit ({exc})"
         raise ConfigError(msg, path=path, expected="a JSON object with rules of module, name, verdict and why",
-                          found=str(exc), fix=f"git checkout -- {path}") from exc
+                          found=str(exc), fix=f"restore it from git ('git checkout -- {path}')") from exc
     bad = [r for r in rules if r.verdict not in ("routed", "pending", "out of scope") or not r.why.strip()]
     if bad:
         msg = f"{path}: rules need a verdict ('routed', 'pending' or 'out of scope') and a reason: {bad[:3]}"

@@ -102,7 +102,7 @@ def verdict(key: str, routed: Sequence[str]) -> tuple[str, str]:
     for pattern, answer, why in CATEGORIES:
         if re.search(pattern, key):
             return answer, why
-    msg = f"{key}: no category of audit/api_rules.py explains it; classify it by hand"
+    msg = f"{key}: no category of audit/api_rules.py explains it"
     raise ConfigError(msg, item=key, expected="a category that explains it", found="none",
                       fix="add a rule for it to SGLANG_RUNNERS or CATEGORIES in src/nvfp4_overlay/audit/api_rules.py")
 

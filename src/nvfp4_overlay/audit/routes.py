@@ -65,9 +65,9 @@ def routed_names(overlay_dir: Path) -> list[str]:
             start = text.index(start_line)
             table = text[start:text.index("\n}\n", start)]
         except (OSError, ValueError) as exc:
-            msg = f"{path}: cannot read the overlay's table of routed entry points ({exc}); restore it from git"
+            msg = f"{path}: cannot read the overlay's table of routed entry points ({exc})"
             raise ConfigError(msg, path=path, expected=f"a {start_line} ... }} table", found=str(exc),
-                              fix=f"git checkout -- {path}") from exc
+                              fix=f"restore it from git ('git checkout -- {path}')") from exc
         names += _ENTRY.findall(table)
     return names
 

@@ -126,9 +126,9 @@ def cells(table: Mapping[str, Any], release: str, tree: str) -> dict[str, Any]:
     try:
         found: dict[str, Any] = table["releases"][release]["sglang"][tree]
     except KeyError as exc:
-        msg = (f"patches/sglang/{AUDIT}: no {tree} SGLang tree of {release}; write the table anew with "
-               f"`make sglang-regions-table`")
-        raise ConfigError(msg, item=f"{release}/{tree}") from exc
+        msg = f"patches/sglang/{AUDIT}: no {tree} SGLang tree of {release}"
+        raise ConfigError(msg, item=f"{release}/{tree}",
+                          fix="write the table anew with `make sglang-regions-table`") from exc
     return found
 
 

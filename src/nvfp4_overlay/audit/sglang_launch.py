@@ -25,9 +25,10 @@ def split_args(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:
-        msg = f"--sglang-args: {exc} in {text!r}; give the server's launch arguments as one quoted string"
+        msg = f"--sglang-args: {exc} in {text!r}"
         raise UsageError(msg, item="--sglang-args", expected="the launch arguments, quoted as the shell quotes them",
-                         found=text, fix="close every quote inside the arguments") from exc
+                         found=text,
+                         fix="close every quote inside the arguments, and give them as one quoted string") from exc
 
 
 def model_path(argv: list[str]) -> str | None:
@@ -56,7 +57,7 @@ def read_architecture(directory: Path) -> str:
         data = json.loads(file.read_text(encoding="utf-8"))
         return str(data["architectures"][0])
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        msg = f"{file}: no architectures[0] to read ({type(exc).__name__}); give --model-arch NAME"
+        msg = f"{file}: no architectures[0] to read ({type(exc).__name__})"
         raise UsageError(msg, path=file, item="architectures", expected="a list naming the model's class",
                          found=type(exc).__name__, fix="give --model-arch NAME") from exc
 

@@ -29,8 +29,9 @@ def load(patches_dir: Path) -> dict[str, Any]:
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        msg = f"{path}: {exc}; restore it from git, or write it anew with `make sglang-launch-table`"
-        raise ConfigError(msg, path=path, fix="make sglang-launch-table") from exc
+        msg = f"{path}: {exc}"
+        raise ConfigError(msg, path=path,
+                          fix="restore it from git, or write it anew with `make sglang-launch-table`") from exc
     return data
 
 

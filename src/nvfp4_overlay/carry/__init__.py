@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from . import by_design, drift_json, github, matrix, propose, releases, report
+from . import by_design, drift_json, github, matrix, propose, refresh, releases, report
 
-__all__ = ["by_design", "drift_json", "github", "matrix", "propose", "releases", "report"]
+__all__ = ["by_design", "drift_json", "github", "matrix", "propose", "refresh", "releases", "report"]

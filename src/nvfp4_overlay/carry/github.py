@@ -73,9 +73,10 @@ class GitHub:
         repo = repo or os.environ.get("GITHUB_REPOSITORY", "")
         if not token or "/" not in repo:
             missing = "GITHUB_TOKEN" if not token else "the repository (GITHUB_REPOSITORY or --repo OWNER/NAME)"
-            msg = f"propose: {missing} is not set; run it in the refresh workflow, or pass --dry-run to only print"
+            msg = f"propose: {missing} is not set"
             raise ConfigError(msg, item=missing, expected="set", found="unset",
-                              fix="set GITHUB_TOKEN and GITHUB_REPOSITORY, or pass --dry-run")
+                              fix="set GITHUB_TOKEN and GITHUB_REPOSITORY (the refresh workflow does), or pass "
+                                  "--dry-run to only print")
         return cls(repo, urlopen_send(token), base=base, api=os.environ.get("GITHUB_API_URL") or API)
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None, *, ok: tuple[int, ...] = ()) -> Any:

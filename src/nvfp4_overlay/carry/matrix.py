@@ -119,7 +119,7 @@ def plan_releases(
         dist = canonicalize_name(dist) if sep else (dists[0] if len(dists) == 1 else "")
         if not dist or dist not in dists:
             msg = (
-                f"--against {token}: say which distribution: --dist NAME, or DIST==VERSION "
+                f"--against {token}: names no distribution carried "
                 f"(series exist for {', '.join(dists) or 'nothing: is --patches-dir right?'})"
             )
             raise ConfigError(msg, item=f"--against {token}", expected=f"DIST==VERSION, DIST one of {', '.join(dists)}",

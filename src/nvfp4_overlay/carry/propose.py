@@ -31,7 +31,7 @@ from ..patch import Target, load_stacks
 from ..wheel import WheelReader, fetch, metadata
 from . import releases, report
 from .github import Proposal
-from .refresh import Refreshed, refresh
+from .refresh import Refreshed, Request, refresh
 
 SERIES_DIST = "flashinfer-python"  # ported release by release
 STACK_DIST = "sglang"  # a new release becomes a stack over its flashinfer-python pin
@@ -127,11 +127,11 @@ def _series_release(run: _Run, target: Target, carried: Sequence[Version]) -> Ou
     command = f"nvfp4-overlay refresh {target.dist} {start.version} {target.version} --drop-upstream"
     run.log(f"{target}: {command}")
     try:
-        done = refresh(run.patches_dir, run.overlay_dir, run.source, target.dist, start.version, target.version,
-                       drop_upstream=True, log=run.log, quick=run.quick)
+        done = refresh(Request(run.patches_dir, run.overlay_dir, run.source, target.dist, start.version,
+                               target.version, drop_upstream=True, quick=run.quick), log=run.log)
     except (Refused, IntegrityError) as exc:
         matrix = getattr(exc, "report", None)
-        body = _body(f"`{command}` refused the port: nothing was written.", exc.message,
+        body = _body(f"`{command}` refused the port: nothing was written.", str(exc),
                      report.markdown(matrix) if matrix is not None else "")
         return Outcome(target, dataclasses.replace(_stubs(target)[1], body=body))
     run.ported[target.version] = done

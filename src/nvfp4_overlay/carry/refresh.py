@@ -65,8 +65,7 @@ def port_series(
             problems.append(f"{drift.name}: inert: {drift.reason()}")
         elif has_upstream_hunks and drift.state is not State.OBSOLETE and not drop_upstream:
             problems.append(
-                f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it"
-            )
+                f"{drift.name}: {drift.state.value}: {drift.reason()}; rerun with --drop-upstream to drop it")
     if problems:
         msg = (
             "refresh refused, nothing written (a hunk that neither applies nor merges, or a patch that would no "
@@ -84,8 +83,7 @@ def port_series(
             why = (
                 f"Applied-Upstream {drift.applied_upstream}"
                 if drift.state is State.OBSOLETE
-                else "every hunk is upstream"
-            )
+                else "every hunk is upstream")
             dropped.append(f"{drift.name}: dropped, {why} in {version}")
             continue
         dropped += [
@@ -95,8 +93,7 @@ def port_series(
         patches.append((drift.name, _header(decode(drift.patch.path.read_bytes()), today) + body))
     if not patches:
         msg = (
-            f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})"
-        )
+            f"refresh refused, nothing written: no patch is left to port to {version} ({'; '.join(dropped)})")
         raise Refused(msg, path=series.directory, item=version, expected="a patch left to port",
                       found="; ".join(dropped), fix=f"{version} needs no series of its own: ship it unpatched")
     return Ported(tuple(patches), tuple(dropped))
@@ -215,24 +212,38 @@ class Refreshed:
     report: Matrix | None = None  # the drift of the old series on the release: how each hunk was placed
 
 
-def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, dist: str, from_version: str,
-            to_version: str, *, drop_upstream: bool, log: Callable[[str], None], dry_run: bool = False,
-            quick: bool = False) -> Refreshed:
-    """Port dist's FROM series to TO, check it by behaviour, and write it; or raise Refused, writing nothing.
+@dataclass(frozen=True)
+class Request:
+    """One refresh, as the command line asks it (the CLI builds it, as build's Options): port dist's
+    from_version series to to_version, reading the checkout's patches_dir and overlay_dir and the wheels
+    from source. drop_upstream drops hunks upstream already has; dry_run checks everything and writes
+    nothing; quick runs the patched ladder's first case of each entry point only."""
 
-    A refusal carries the drift report (refused.report) that says which hunk needs a person and why.
-    With dry_run, everything but the writing: the port is built and checked, and left in no place.
-    With quick, the behaviour checks run the patched ladder's first case of each entry point.
-    """
-    dist = canonicalize_name(dist)
-    source, target = Target(dist, from_version), Target(dist, _version(to_version))
+    patches_dir: Path
+    overlay_dir: Path
+    source: fetch.Source
+    dist: str
+    from_version: str
+    to_version: str
+    drop_upstream: bool = False
+    dry_run: bool = False
+    quick: bool = False
+
+
+def refresh(request: Request, *, log: Callable[[str], None]) -> Refreshed:
+    """Port the request's series to its release, check it by behaviour, and write it; or raise Refused,
+    writing nothing. A refusal carries the drift report (refused.report) that says which hunk needs a
+    person and why."""
+    patches_dir, overlay_dir, source_wheels = request.patches_dir, request.overlay_dir, request.source
+    dist = canonicalize_name(request.dist)
+    source, target = Target(dist, request.from_version), Target(dist, _version(request.to_version))
     old = load_upstream(patches_dir, source)
     series = read_series(old.directory)
     dest = patches_dir / dist / target.version
     if dest.exists():
-        msg = f"{dest}: already exists; refresh never overwrites a series (remove it first if it is stale)"
+        msg = f"{dest}: already exists, and refresh never overwrites a series"
         raise ConfigError(msg, path=dest, item=str(target), expected="no series yet", found="a series",
-                          fix="remove the directory, or refresh to another release")
+                          fix="remove it first if it is stale, or refresh to another release")
     # 1. The new release's wheels, each checked to be the release it says; the old one, the merge's base.
     wheels = _release_wheels(patches_dir, old, target, source_wheels, log)
     origin = releases.release_wheel(patches_dir, source, source_wheels)
@@ -245,7 +256,7 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
         # 2b. The release's public API: a new function that reaches a kernel loader needs a person first.
         _no_new_api(patches_dir, overlay_dir, target, wheels[0], matrix, log, source_wheels.scans_dir)
         # 3. The patches regenerated exact against the release, or the refusal with every reason.
-        ported = port_series(series, drifts, target.version, drop_upstream=drop_upstream, today=today)
+        ported = port_series(series, drifts, target.version, drop_upstream=request.drop_upstream, today=today)
         # 3b. The route patch written anew from the release: every entry point the overlay routes that it defines.
         ported = with_routes(ported, overlay_dir, wheels[0])
         with tempfile.TemporaryDirectory(prefix="nvfp4-refresh-") as tmp:
@@ -256,14 +267,13 @@ def refresh(patches_dir: Path, overlay_dir: Path, source_wheels: fetch.Source, d
             exact_after_routes(staged, wheels[0], today)
             _check_exact(read_series(staged), wheels)
             log(f"{target}: building the ported series and checking its behaviour against upstream")
-            _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest, quick)
+            _behaves(target, Path(tmp), overlay_dir, source_wheels, patches_dir, dest, request.quick)
             # 5. Written with one rename, unless a dry run.
-            if not dry_run:
+            if not request.dry_run:
                 install_series(staged, dest)
-    except Refused as exc:
-        exc.report = matrix
-        raise
-    if dry_run:
+    except Refused as exc:  # the refusal made again with the drift report that says which hunk and why
+        raise exc.with_report(matrix) from exc
+    if request.dry_run:
         return Refreshed(None, ported, tuple(wheels), matrix)
     load_upstream(patches_dir, target)  # the file it wrote reads back
     return Refreshed(dest, ported, tuple(wheels), matrix)
@@ -291,8 +301,7 @@ def _behaves(target: Target, tmp: Path, overlay_dir: Path, source: fetch.Source,
                + "\n  ".join(problems))
         refused = Refused(msg, path=dest, item=str(target), expected="the behaviour of upstream",
                           found="; ".join(problems),
-                          fix="change the overlay or the series so that upstream's behaviour holds")
-        refused.problems = tuple(problems)
+                          fix="change the overlay or the series so that upstream's behaviour holds", problems=problems)
         raise refused
 
 
@@ -320,8 +329,9 @@ def _no_new_api(patches_dir: Path, overlay_dir: Path, target: Target, wheel: Rel
         refused = Refused(msg, path=patches_dir / "flashinfer-python" / api_audit.AUDIT, item=str(target),
                           expected="every public function that reaches a kernel loader classified",
                           found=", ".join(fn.key for fn in found),
-                          fix="route each (overlay entries.py) or declare it out of scope in the audit, then refresh again")
-        refused.problems = tuple(problems)
+                          fix="route each (overlay entries.py) or declare it out of scope in the audit, then refresh "
+                              "again",
+                          problems=problems)
         raise refused
 
 
@@ -359,8 +369,7 @@ def _drift_everywhere(
         if [p.images for p in other] != [p.images for p in results[0]]:
             msg = (
                 f"{wheel.filename}: the files the series touches differ from those in {wheels[0].filename}; "
-                f"one series cannot serve both: port it by hand"
-            )
+                f"one series cannot serve both")
             raise PatchError(msg, path=wheel.path, item=wheel.filename, expected=f"the files of {wheels[0].filename}",
                              found="other files", fix="port the series by hand, one per wheel")
     return results[0], Matrix([Cell(source, wheels[0], tuple(results[0]))], {source: series})
@@ -394,8 +403,7 @@ def _check_exact(series: Series, wheels: Sequence[ReleaseWheel]) -> None:
         moved = [h for h in applied.hunks if h.placement.offset or h.placement.fuzz]
         if moved:
             msg = (
-                f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); a bug in refresh"
-            )
+                f"{wheel.filename}: the refreshed series applies at an offset ({moved[0]}); a bug in refresh")
             raise PatchError(msg, path=wheel.path, item=f"{moved[0].path} hunk {moved[0].number}",
                              expected="offset 0, fuzz 0", found=f"offset {moved[0].placement.offset}",
                              fix="report it: refresh must regenerate exact hunks")

@@ -48,11 +48,10 @@ def index_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[V
     if listed:
         return sorted(_versions(listed))
     msg = (
-        f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}\n"
-        f"Check pip's index configuration, or name the releases: --against VERSION ... (with --offline)"
-    )
+        f"{dist}: pip could not list the releases on the index (exit {ran.returncode}): {ran.tail}")
     raise FetchError(msg, item=dist, expected="pip index versions listing the releases", found=ran.tail,
-                     fix="check pip's index configuration, or name the releases with --offline")
+                     fix="check pip's index configuration, or name the releases: --against VERSION ... (with "
+                         "--offline)")
 
 
 def local_versions(dist: str, source: fetch.Source, patches_dir: Path) -> list[Version]:
@@ -169,10 +168,9 @@ def _missing_offline(target: Target, source: fetch.Source, carried: Sequence[str
     fill = (f"pip download --no-deps --only-binary=:all: --dest {source.wheels_dir} "
             f"{target.dist}=={target.version}")
     near = f"; the nearest carried: {', '.join(nearest(target.version, carried))}" if carried else ""
-    msg = (f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip); "
-           f"fill the cache with '{fill}', or drop --offline{near}")
+    msg = f"{target}: no wheel in the wheelhouse or in the cache {source.wheels_dir} (--offline: no pip)"
     return ConfigError(msg, path=source.wheels_dir, item=str(target), expected="a wheel of the release",
-                       found="none", fix=fill)
+                       found="none", fix=f"fill the cache with '{fill}', or drop --offline{near}")
 
 
 def _no_such_release(target: Target, carried: Sequence[str], ran: pip.Ran) -> ConfigError | None:
@@ -185,7 +183,7 @@ def _no_such_release(target: Target, carried: Sequence[str], ran: pip.Ran) -> Co
     msg = (f"{target}: the index has no such release (pip: {ran.tail.splitlines()[-1] if ran.tail else 'nothing'}); "
            f"its newest is {newest}; the nearest carried: {near}")
     return ConfigError(msg, item=str(target), expected="a release the index lists", found=target.version,
-                       fix=f"name a release the index lists (the newest is {newest}; carried near it: {near})")
+                       fix="name a release the index lists")
 
 
 def _pip_download(target: Target, source: fetch.Source, tag_args: Sequence[str],
@@ -218,8 +216,8 @@ def check_wheel(wheel: ReleaseWheel, reader: WheelReader) -> None:
         msg = (f"{wheel.path}: integrity: not a consistent wheel of {wheel.target}, nothing was read from it "
                f"({exc.message})")
         raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),
-                             found=exc.message, fix="check where this file came from; delete it and fetch it again"
-                             ) from exc
+                             found=exc.message,
+                             fix="check where this file came from; delete it and fetch it again") from exc
     if canonicalize_name(found.name) != wheel.target.dist or Version(found.version) != Version(wheel.target.version):
         msg = f"{wheel.path}: integrity: it is {found.name} {found.version}, not {wheel.target}; nothing was read from it"
         raise IntegrityError(msg, path=wheel.path, item=wheel.filename, expected=str(wheel.target),
@@ -242,9 +240,9 @@ def _record_seen(source: fetch.Source, filename: str, digest: str, *, replace: b
     if not replace and seen.get(filename, digest) != digest:
         msg = (
             f"{filename}: sha256 {digest} differs from {seen[filename]} recorded in {book} when it was "
-            f"first downloaded. If upstream re-published the file, check why; then delete both and rerun"
-        )
-        raise HashMismatchError(msg, path=book, item=filename, expected=seen[filename], found=digest)
+            f"first downloaded")
+        raise HashMismatchError(msg, path=book, item=filename, expected=seen[filename], found=digest,
+                                fix="if upstream re-published the file, check why; then delete both and rerun")
     if seen.get(filename) == digest:
         return
     seen[filename] = digest

@@ -50,10 +50,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG) -> int:
     except (KeyboardInterrupt, _Terminated) as exc:
         term = isinstance(exc, _Terminated)
         how = "terminated (SIGTERM)" if term else "interrupted (Ctrl-C)"
-        msg = (f"{how}: the command stopped where it was (a build leaves the dist dir and the cache as they were); "
-               f"run it again")
+        msg = f"{how}: the command stopped where it was (a build leaves the dist dir and the cache as they were)"
         return _report(Interrupted(msg, terminated=term, found="SIGTERM" if term else "SIGINT",
-                                   fix="run the command again"), as_json, prog)
+                                   fix="run it again"), as_json, prog)
     except BrokenPipeError:  # a write outside output.say: the verdict is unknown, so it is not "done"
         output.discard(sys.stdout)
         output.discard(sys.stderr)
@@ -98,10 +97,11 @@ def _report(exc: OverlayError, as_json: bool, prog: str) -> int:
 
 
 def _missing_module(exc: ModuleNotFoundError) -> ConfigError:
-    msg = (f"{sys.executable} lacks the module {exc.name}, which this command needs; install the project into "
-           f"this interpreter ('pip install -e .' in the clone, or 'make wheels', which makes .venv)")
+    msg = f"{sys.executable} lacks the module {exc.name}, which this command needs"
     return ConfigError(msg, path=sys.executable, item=exc.name, expected="the project's dependencies",
-                       found="missing", fix="make wheels")
+                       found="missing",
+                       fix="install the project into this interpreter ('pip install -e .' in the clone, or 'make "
+                           "wheels', which makes .venv)")
 
 
 def _os_error(exc: OSError, ctx: Context | None) -> ConfigError:
@@ -120,9 +120,9 @@ def _os_error(exc: OSError, ctx: Context | None) -> ConfigError:
         fix = "check the path and its permissions"
     if path is None:  # nothing names the file: say where the command writes
         where = ", ".join(f"{name} {place}" for name, place in places.items()) or "the current directory"
-        msg = f"{exc.strerror or exc} while writing to one of: {where}; {fix}"
+        msg = f"{exc.strerror or exc} while writing to one of: {where}"
     else:
-        msg = f"{path}: {exc.strerror or exc}; {fix}"
+        msg = f"{path}: {exc.strerror or exc}"
     return ConfigError(msg, path=path, item=option, found=exc.strerror or str(exc), fix=fix)
 
 

@@ -8,8 +8,7 @@ from typing import Any
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from ..carry import by_design, drift_json, matrix, releases, report
-from ..carry.refresh import refresh
+from ..carry import by_design, drift_json, matrix, refresh, releases, report
 from ..errors import ConfigError, Exit, Refused
 from ..patch import Target, all_targets
 from .context import Context
@@ -22,16 +21,17 @@ def cmd_drift(ctx: Context) -> int:
         targets = [t for t in targets if t.dist == canonicalize_name(ctx.args.dist)]
     if not targets:
         of = f" of {ctx.args.dist}" if ctx.args.dist else ""
-        msg = f"{ctx.patches_dir}: no series{of} (no */*/upstream.toml); check --patches-dir and --dist"
-        raise ConfigError(msg, path=ctx.patches_dir)
+        msg = f"{ctx.patches_dir}: no series{of} (no */*/upstream.toml)"
+        raise ConfigError(msg, path=ctx.patches_dir, fix="check --patches-dir and --dist")
     markdown = Path(ctx.args.markdown) if ctx.args.markdown else None
     if markdown is not None and not markdown.parent.is_dir():  # before the work, not after it
-        msg = f"--markdown {markdown}: the directory {markdown.parent} does not exist; make it or name another file"
-        raise ConfigError(msg, path=markdown.parent, item="--markdown", fix=f"mkdir -p {markdown.parent}")
+        msg = f"--markdown {markdown}: the directory {markdown.parent} does not exist"
+        raise ConfigError(msg, path=markdown.parent, item="--markdown",
+                          fix=f"make it ('mkdir -p {markdown.parent}') or name another file")
     if markdown is not None and markdown.is_dir():
-        msg = f"--markdown {markdown}: is a directory; name a file, e.g. {markdown / 'drift.md'}"
+        msg = f"--markdown {markdown}: is a directory"
         raise ConfigError(msg, path=markdown, item="--markdown", expected="a file", found="a directory",
-                          fix=f"--markdown {markdown / 'drift.md'}")
+                          fix=f"name a file, e.g. {markdown / 'drift.md'}")
     known: dict[str, list[Version]] = {}
 
     def versions(dist: str) -> list[Version]:
@@ -63,20 +63,26 @@ def _check_new_releases(ctx: Context, targets: list[Target], plan: dict[Target, 
             key = f"{dist}=={version}"
             ctx.log(f"{key}: porting {newest} there and checking it by behaviour (a dry run)")
             try:
-                refresh(ctx.patches_dir, ctx.overlay_dir, ctx.source, dist, newest.version, version,
-                        drop_upstream=True, log=ctx.log, dry_run=True)
+                asked = refresh.Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, dist, newest.version, version,
+                                        drop_upstream=True, dry_run=True)
+                refresh.refresh(asked, log=ctx.log)
                 out[key] = {"from": newest.version, "works": True, "problems": []}
             except Refused as exc:
-                out[key] = {"from": newest.version, "works": False, "problems": list(exc.problems) or [exc.message]}
+                out[key] = {"from": newest.version, "works": False, "problems": list(exc.problems) or [str(exc)]}
     return out
+
+
+def _request(ctx: Context) -> refresh.Request:
+    """refresh's arguments as its one request."""
+    a = ctx.args
+    return refresh.Request(ctx.patches_dir, ctx.overlay_dir, ctx.source, a.dist, a.from_version, a.to_version,
+                   drop_upstream=a.drop_upstream, dry_run=a.dry_run, quick=a.quick)
 
 
 def cmd_refresh(ctx: Context) -> int:
     """Write patches/DIST/TO when every hunk applies or merges and the port behaves like upstream."""
     try:
-        done = refresh(ctx.patches_dir, ctx.overlay_dir, ctx.source, ctx.args.dist, ctx.args.from_version,
-                       ctx.args.to_version, drop_upstream=ctx.args.drop_upstream, log=ctx.log,
-                       dry_run=ctx.args.dry_run, quick=ctx.args.quick)
+        done = refresh.refresh(_request(ctx), log=ctx.log)
     except Refused as exc:
         if exc.report is not None:
             ctx.emit({**drift_json.document(exc.report), "error": exc.data()}, report.table(exc.report))

@@ -102,10 +102,9 @@ def source_date_epoch() -> int:
         return ZIP_EPOCH
     if not text.strip().isdigit() or int(text) > ZIP_LAST:
         msg = (f"SOURCE_DATE_EPOCH={text!r} is not a whole number of seconds since 1970 up to {ZIP_LAST} (zip's last "
-               f"date, 2107) "
-               f"(e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)); set it to one, or unset it")
+               f"date, 2107)")
         raise ConfigError(msg, item="SOURCE_DATE_EPOCH", expected="seconds since 1970", found=text,
-                          fix="unset it, or set it to $(git log -1 --format=%ct)")
+                          fix="unset it, or set it to one (e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct))")
     return int(text)
 
 
@@ -121,9 +120,9 @@ def _directory(path: Path, what: str, *, may_be_missing: bool = False) -> Path:
     if path.is_dir() or (may_be_missing and not path.exists() and not _under_a_file(path)):
         return path
     found = "a file" if path.exists() else "missing"
-    msg = f"{what} {path}: is {found}, not a directory; name a directory" + (
-        " (it is made if missing)" if may_be_missing else "")
-    raise ConfigError(msg, path=path, item=what, expected="a directory", found=found, fix="name a directory")
+    msg = f"{what} {path}: is {found}, not a directory"
+    fix = "name a directory" + (" (it is made if missing)" if may_be_missing else "")
+    raise ConfigError(msg, path=path, item=what, expected="a directory", found=found, fix=fix)
 
 
 def _under_a_file(path: Path) -> bool:

@@ -30,8 +30,9 @@ def cmd_generate(ctx: Context) -> int:
         return _list(ctx)
     name = ctx.args.generator
     if name is None:
-        msg = f"{ctx.prog} generate: name a generator; '{ctx.prog} generate --list' names them"
-        raise UsageError(msg, item="NAME", expected="a generator", found="none", fix=f"{ctx.prog} generate --list")
+        msg = f"{ctx.prog} generate: no generator given"
+        raise UsageError(msg, item="NAME", expected="a generator", found="none",
+                         fix=f"name one ('{ctx.prog} generate --list' names them)")
     if name == "stack-claims":  # prints what a maintainer reviews; writes nothing
         body = _stack_claims(ctx)
         ctx.emit({"claims": body}, body.rstrip("\n"))
@@ -183,9 +184,9 @@ def _documents(ctx: Context, renders: dict[str, Callable[[str], str]]) -> Found:
     missing = [name for name in renders if not (root / name).is_file()]
     if missing:
         msg = (f"{root / missing[0]}: no such document beside {ctx.patches_dir}; the generators write a clone's "
-               f"files: run it in the clone, or name its patches with --patches-dir")
+               f"files")
         raise ConfigError(msg, path=root / missing[0], item="--patches-dir", expected="a clone's document",
-                          found="missing", fix="run it in the clone, or --patches-dir CLONE/patches")
+                          found="missing", fix="run it in the clone, or name its patches with --patches-dir CLONE/patches")
     return {name: _compare(root / name, render((root / name).read_text(encoding="utf-8")), ctx.args.check)
             for name, render in renders.items()}
 
@@ -198,9 +199,10 @@ def _resolved(ctx: Context, named: list[str]) -> dict[str, object]:
     releases = {r.version: r for r in sglang_releases.audit_releases(ctx.patches_dir)}
     unknown = [v for v in named if v not in releases]
     if unknown:
-        msg = f"{', '.join(unknown)}: no stack installs that SGLang release; name one of {', '.join(releases)}"
+        msg = f"{', '.join(unknown)}: no stack installs that SGLang release"
         raise ConfigError(msg, path=ctx.patches_dir / "stacks.toml", item=", ".join(unknown),
-                          expected="an SGLang release of a stack", found="none", fix="see 'nvfp4-overlay list'")
+                          expected="an SGLang release of a stack", found="none",
+                          fix=f"name one of {', '.join(releases)}")
     path = ctx.patches_dir / "sglang" / sglang_launch_table.AUDIT
     table = sglang_launch_table.load(ctx.patches_dir) if path.is_file() else {"releases": {}}
     for version in named or list(releases):
@@ -214,9 +216,9 @@ def _versions(ctx: Context, named: list[str]) -> list[str]:
     carried = [t.version for t in all_targets(ctx.patches_dir) if t.dist == FLASHINFER]
     unknown = [v for v in named if v not in carried]
     if unknown:
-        msg = f"{', '.join(unknown)}: no series under {ctx.patches_dir / FLASHINFER}; name carried releases"
+        msg = f"{', '.join(unknown)}: no series under {ctx.patches_dir / FLASHINFER}"
         raise ConfigError(msg, path=ctx.patches_dir / FLASHINFER, item=", ".join(unknown),
-                          expected="a carried release", found="no series", fix="see 'nvfp4-overlay list'")
+                          expected="a carried release", found="no series", fix="name carried releases")
     return named or carried
 
 

@@ -25,12 +25,13 @@ def cmd_install(ctx: Context) -> int:
     patterns = [] if fleet else [f"{_stem(ctx, t)}-{v}-*.whl" for t, v in locals_.items()]
     missing = [] if fleet else missing_wheels(dist, [(_stem(ctx, t), v) for t, v in locals_.items()])
     if missing:
-        msg = (f"{dist} holds no {', '.join(missing)}: build the stack first ('nvfp4-overlay build --stack "
-               f"{stack.name}'), or take the wheels from an index (--fleet-index URL)")
+        error = ConfigError(f"{dist} holds no {', '.join(missing)}", path=dist, item=stack.name,
+                            expected=", ".join(missing), found="not built",
+                            fix=f"build the stack first ('nvfp4-overlay build --stack {stack.name}'), or take the "
+                                f"wheels from an index (--fleet-index URL)")
         if ctx.args.run:
-            raise ConfigError(msg, path=dist, item=stack.name, expected=", ".join(missing), found="not built",
-                              fix=f"nvfp4-overlay build --stack {stack.name}")
-        ctx.log(f"warning: {msg}")
+            raise error
+        ctx.log(f"warning: {error}")
     wheels = [w for pattern in patterns for w in sorted(dist.glob(pattern))]
     if ctx.args.gpu and not fleet:  # the JIT cache step 2 installs is checked with the patched wheels
         wheels += _jit_cache_wheels(ctx, stack, dist)[-1:]
@@ -69,7 +70,7 @@ def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[
     if problems:
         fix = f"rebuild the stack ('nvfp4-overlay build --stack {stack.name}') and find out who changed these wheels"
         msg = (f"install --run: refused before step 1, nothing was installed; the wheels in {dist} are not the ones "
-               f"the build makes:\n  " + "\n  ".join(problems + unverified) + f"\n{fix[0].upper()}{fix[1:]}")
+               f"the build makes:\n  " + "\n  ".join(problems + unverified))
         raise IntegrityError(msg, path=dist, item=", ".join(w.name for w in wheels),
                              expected="wheels listed in SHA256SUMS, every member what the build makes",
                              found="; ".join(problems), fix=fix)
@@ -88,7 +89,7 @@ def _refuse_trusted(dist: Path, wheels: list[Path], trusted: list[str]) -> None:
     """Nothing is installed on its builder's word alone (a JIT module verify could not build again here): exit 5."""
     fix = "verify them where they can be built again (the builder's toolchain, the patched wheel beside them)"
     msg = ("install --run: refused before step 1, nothing was installed; verify could not derive these here and "
-           "would take them on their builder's word:\n  " + "\n  ".join(trusted) + f"\n{fix[0].upper()}{fix[1:]}")
+           "would take them on their builder's word:\n  " + "\n  ".join(trusted))
     raise TakenOnTrust(msg, path=dist, item=", ".join(w.name for w in wheels), expected="every member derived here",
                        found="; ".join(trusted), fix=fix)
 
@@ -104,12 +105,12 @@ def _with_jit_cache(ctx: Context, stack: Stack, tool: Tool, steps: list[Step], d
     local = next(v for t, v in _local_versions(ctx, stack).items() if t.dist == "flashinfer-python")
     found = _jit_cache_wheels(ctx, stack, dist)
     if not found:
-        fix = f"nvfp4-overlay jit-cache --stack {stack.name} --gpu {ctx.args.gpu}"
-        msg = f"{dist} holds no JIT cache of {stack.name} for {ctx.args.gpu}: build it first ('{fix}')"
+        error = ConfigError(f"{dist} holds no JIT cache of {stack.name} for {ctx.args.gpu}", path=dist, item="--gpu",
+                            expected=f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}", found="not built",
+                            fix=f"build it first ('nvfp4-overlay jit-cache --stack {stack.name} --gpu {ctx.args.gpu}')")
         if ctx.args.run:
-            raise ConfigError(msg, path=dist, item="--gpu", expected=f"{jit_wheel.PACKAGE}-{local}.cu*.{ctx.args.gpu}",
-                              found="not built", fix=fix)
-        ctx.log(f"warning: {msg}")
+            raise error
+        ctx.log(f"warning: {error}")
         return steps
     version = found[-1].name.split("-")[1]
     where = (["--extra-index-url", fleet] if tool.uv else ["--index-url", fleet]) if fleet else \
@@ -148,7 +149,7 @@ def cmd_rollback(ctx: Context) -> int:
     stacks = load_stacks(ctx.patches_dir)
     named = stacks.get(ctx.args.stack, ctx.patches_dir / "stacks.toml") if ctx.args.stack else None
     if ctx.args.switch_release and named is None:
-        msg = "--switch-release: it switches to the releases of a stack; name one with --stack NAME"
+        msg = "--switch-release: it switches to the releases of a stack"
         raise ConfigError(msg, item="--switch-release", expected="--stack NAME", found="no --stack",
                           fix="add --stack NAME, or leave out --switch-release")
     tool = _tool(ctx, always=True)
@@ -188,8 +189,9 @@ def _tool(ctx: Context, *, always: bool = False) -> Tool:
     elif ctx.args.run or always:
         python = sys.executable  # --run without --python: this environment, as doctor examines it
     if ctx.args.uv and ctx.args.run and shutil.which("uv") is None:
-        msg = "--uv --run: uv is not on PATH; install it ('pip install uv') or leave out --uv to use pip"
-        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing", fix="pip install uv")
+        msg = "--uv --run: uv is not on PATH"
+        raise ConfigError(msg, item="--uv", expected="uv on PATH", found="missing",
+                          fix="install it ('pip install uv') or leave out --uv to use pip")
     return Tool(uv=ctx.args.uv, python=python)
 
 
@@ -206,9 +208,9 @@ def _print_or_run(ctx: Context, steps: list[Step], document: dict[str, Any], che
         done = _run(step.argv, step.stdin)
         if done.returncode != 0:
             msg = (f"step {number} of {len(steps)} ({step.shell}) exited {done.returncode}; the steps after it did "
-                   f"not run. Its own message is above; fix what it names and run the command again")
+                   f"not run. Its own message is above")
             raise StepFailed(msg, item=step.shell, expected="exit 0", found=f"exit {done.returncode}",
-                             fix="fix what the command's message names, then run it again")
+                             fix="fix what it names and run the command again")
     ctx.emit({**document, "ran": True}, f"done: {len(steps)} steps")
     return Exit.OK
 

@@ -149,7 +149,7 @@ class Parser(argparse.ArgumentParser):
         return super().parse_known_args(words, namespace)
 
     def error(self, message: str) -> NoReturn:
-        msg = f"{self.prog}: {message}; see '{self.prog} --help'"
+        msg = f"{self.prog}: {message}"
         # argparse names what it refused in one of these ways; the item is that, not the whole command
         named = re.match(r"argument ([^:]+):|the following arguments are required: (.+)|unrecognized arguments: (.+)",
                          message)

@@ -53,9 +53,10 @@ def derive(name: str, version: str, tags: Iterable[str], patches_dir: Path, over
         raise
     except OverlayError as exc:  # a series that no longer applies, an overlay this checkout cannot add
         msg = (f"cannot be verified here: this checkout cannot build {version} from {what}: "
-               f"{exc.message.splitlines()[0]}; fix the checkout, or verify with the checkout that built it")
+               f"{exc.message.splitlines()[0]}")
         raise Unverified(msg, path=upstream.directory, item=version, expected=f"{version} built from {pin.filename}",
-                         found=exc.message.splitlines()[0], fix="verify with the checkout that built it") from exc
+                         found=exc.message.splitlines()[0],
+                         fix="fix the checkout, or verify with the checkout that built it") from exc
     made = {e.name: e.data for e in plan.entries if isinstance(e, NewMember)}
     record_name = next(n for n in made if n.endswith(".dist-info/RECORD"))
     record = {n: r.hash for n, r in parse_record(made[record_name], "the planned RECORD").items() if r.hash}
@@ -74,15 +75,16 @@ def pinned(name: str, version: str, tags: Iterable[str], patches_dir: Path) -> t
         upstream = load_upstream(patches_dir, target)
     except (ConfigError, InvalidVersion) as exc:
         msg = (f"cannot be verified here: {patches_dir} carries no series of {name} {version} to build it from "
-               f"({str(exc).splitlines()[0]}); verify it with the checkout that built it")
+               f"({str(exc).splitlines()[0]})")
         raise Unverified(msg, path=patches_dir, item=f"{name} {version}", expected="a series of that release",
                          found="none", fix="verify it with the checkout that built it") from exc
     if version != upstream.local_version:
         msg = (f"cannot be verified here: it is labelled {version}, and this checkout builds {target} as "
-               f"{upstream.local_version} ({upstream.directory / 'upstream.toml'} and the overlay's revision): "
-               f"verify it with the checkout that built {version}, or rebuild it here ('nvfp4-overlay build {target}')")
+               f"{upstream.local_version} ({upstream.directory / 'upstream.toml'} and the overlay's revision)")
         raise Unverified(msg, path=upstream.directory / "upstream.toml", item=version,
-                         expected=upstream.local_version, found=version, fix=f"nvfp4-overlay build {target}")
+                         expected=upstream.local_version, found=version,
+                         fix=f"verify it with the checkout that built {version}, or rebuild it here "
+                             f"('nvfp4-overlay build {target}')")
     wanted = set(tags)
     pin = next((w for w in upstream.wheels if {str(t) for t in _tags(w.filename)} == wanted), None)
     if pin is None:
@@ -116,7 +118,7 @@ def _opened(upstream: Upstream, pin: UpstreamWheel, source: Source) -> WheelRead
                    "--wheelhouse that holds it")
         else:
             how = "check pip's index configuration, or name a --wheelhouse that holds it"
-        msg = f"cannot be verified here: nothing else vouches for its members than the pinned {first}; {how}"
+        msg = f"cannot be verified here: nothing else vouches for its members than the pinned {first}"
         raise Unverified(msg, path=source.wheels_dir, item=pin.filename, expected=f"{pin.filename} (sha256 {pin.sha256})",
                          found=first, fix=how) from exc
 

@@ -108,9 +108,9 @@ def _download(pin: cubin_pins.CubinPin, wheels: Path) -> Path:
     wheels.mkdir(parents=True, exist_ok=True)
     ran = pip.download(pin.requirement, wheels)
     if ran.returncode != 0 or not (wheels / pin.filename).is_file():
-        msg = f"pip download {pin.requirement} failed: {ran.tail}; check your index configuration, or pass --offline"
+        msg = f"pip download {pin.requirement} failed: {ran.tail}"
         raise ConfigError(msg, item=pin.requirement, expected=pin.filename, found=ran.tail,
-                          fix="check the index configuration")
+                          fix="check your index configuration, or pass --offline")
     return wheels / pin.filename
 
 
@@ -136,7 +136,7 @@ def verify_mirror(path: Path, patches_dir: Path) -> Verdict:
     try:
         cubin_pins.check(path, pin)
     except HashMismatchError as exc:
-        verdict.problems.append(exc.message)
+        verdict.problems.append(str(exc))  # the message and its fix, as printed
     else:
         verdict.notes.append(f"the pinned {pin.requirement} that 'index --cubins' mirrors: its sha256 is the one {pins} "
                              f"pins (upstream's file, not a build of this tool)")

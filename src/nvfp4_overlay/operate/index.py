@@ -110,17 +110,17 @@ def collect(dist_dir: Path, only: list[str] | None = None) -> list[IndexedWheel]
     """Every wheel in the dist dir (or those named by `only`), hashed and with its METADATA read, sorted by
     project and version."""
     if not dist_dir.is_dir():
-        msg = f"{dist_dir}: no such directory; build wheels first ('make wheels'), or pass --dist-dir"
+        msg = f"{dist_dir}: no such directory"
         raise ConfigError(msg, path=dist_dir, item="--dist-dir", expected="a directory of wheels", found="missing",
-                          fix="nvfp4-overlay build")
+                          fix="build wheels first ('make wheels'), or pass --dist-dir")
     wheels = []
     paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith(".") and (only is None or p.name in only))
     for number, path in enumerate(paths, start=1):
         progress.report(f"[{number}/{len(paths)}] hashing {path.name}")
         wheels.append(_indexed(path))
     if not wheels:
-        msg = f"{dist_dir}: holds no wheels to index; build them first ('make wheels')"
-        raise ConfigError(msg, path=dist_dir, expected="wheels", found="none", fix="nvfp4-overlay build")
+        msg = f"{dist_dir}: holds no wheels to index"
+        raise ConfigError(msg, path=dist_dir, expected="wheels", found="none", fix="build them first ('make wheels')")
     _check_sums(dist_dir, wheels)
     return sorted(wheels, key=lambda w: (w.project, Version(w.version), w.filename))  # 0.6.2 before 0.6.10
 
@@ -131,8 +131,7 @@ def _check_sums(dist_dir: Path, wheels: list[IndexedWheel]) -> None:
     changed = [f"{w.filename}: {w.sha256}, SHA256SUMS says {sums[w.filename]}"
                for w in wheels if w.filename in sums and sums[w.filename] != w.sha256]
     if changed:
-        msg = (f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
-               + "\nRebuild them ('make wheels') or find out who changed them")
+        msg = f"{dist_dir}: wheels changed since they were built, refused:\n  " + "\n  ".join(changed)
         raise IntegrityError(msg, path=dist_dir, item=", ".join(w.split(":")[0] for w in changed),
                              expected="the digests in SHA256SUMS", found="other digests",
                              fix="rebuild them ('make wheels') or find out who changed them")
@@ -142,7 +141,7 @@ def _indexed(path: Path) -> IndexedWheel:
     try:
         name, version, _, _ = parse_wheel_filename(path.name)
     except InvalidWheelFilename as exc:
-        msg = f"{path}: not a wheel filename ({exc}); move it out of the dist dir"
+        msg = f"{path}: not a wheel filename ({exc})"
         raise ConfigError(msg, path=path, expected="a PEP 427 wheel filename", found=str(exc),
                           fix="move it out of the dist dir") from exc
     with WheelReader(path) as reader:
@@ -177,8 +176,7 @@ def _page(title: str, body: str) -> str:
     return (
         "<!DOCTYPE html>\n<html>\n  <head>\n    <meta name=\"pypi:repository-version\" content=\"1.1\">\n"
         f"    <title>{html.escape(title)}</title>\n  </head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n"
-        f"{body}  </body>\n</html>\n"
-    )
+        f"{body}  </body>\n</html>\n")
 
 
 def root_json(projects: list[str]) -> dict[str, Any]:

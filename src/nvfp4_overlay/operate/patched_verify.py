@@ -57,7 +57,7 @@ def verify_patched(path: Path, patches_dir: Path, overlay_dir: Path, source: Sou
     try:
         derived = anchor.derive(info.name, info.version, _tags(path), patches_dir, overlay_dir, source, fuzz=anchor.fuzz(doc))
     except Unverified as exc:
-        verdict.unverified = exc.message
+        verdict.unverified = str(exc)  # what a person reads: the message and its fix
         _explain_by_provenance(verdict, info, rows, digests)
         return verdict
     verdict.checked_against = "upstream"

@@ -86,11 +86,10 @@ def rollback_targets(installed: Sequence[Installed], stack: Stack | None, *, swi
     if other or not any(t.dist in have for t in stack.targets):
         runs = ", ".join(map(str, built)) or "neither flashinfer-python nor sglang"
         wants = ", ".join(map(str, stack.targets))
-        msg = (f"--stack {stack.name}: {where} runs {runs}, not that stack's {wants}; rollback without --stack "
-               f"puts back the upstream releases of what is installed, or add --switch-release to install {wants} "
-               f"in their place")
+        msg = f"--stack {stack.name}: {where} runs {runs}, not that stack's {wants}"
         raise ConfigError(msg, item="--stack", expected=wants, found=runs,
-                          fix="leave out --stack, or add --switch-release to change releases")
+                          fix="leave out --stack (rollback then puts back the upstream releases of what is "
+                              f"installed), or add --switch-release to install {wants} in their place")
     return [t for t in stack.targets if t.dist in have and have[t.dist].patched]
 
 
@@ -125,10 +124,11 @@ def hashed(targets: Sequence[Target], patches_dir: Path) -> str:
             upstream = load_upstream(patches_dir, target)
         except ConfigError as exc:
             msg = (f"rollback: {target} has no pins in {patches_dir} ({exc.message}); the upstream wheels are "
-                   f"reinstalled only by the sha256 their series pins: run rollback from the checkout whose "
-                   f"series built that release, or reinstall it by hand")
+                   f"reinstalled only by the sha256 their series pins")
             raise ConfigError(msg, path=patches_dir, item=str(target), expected="its upstream.toml",
-                              found="missing", fix="run rollback from the checkout that built it") from exc
+                              found="missing",
+                              fix="run rollback from the checkout whose series built that release, or reinstall "
+                                  "it by hand") from exc
         digests = " ".join(f"--hash=sha256:{w.sha256}" for w in upstream.wheels)
         lines.append(f"{target.dist}==={target.version} {digests}")
     return "\n".join(lines)

@@ -36,14 +36,13 @@ def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Sourc
 def _check_argument(path: Path) -> None:
     if not path.is_file():
         found = "a directory" if path.is_dir() else "missing"
-        msg = f"{path}: {found}, not a wheel file; name a wheel that build wrote, e.g. dist/*.whl"
+        msg = f"{path}: {found}, not a wheel file"
         raise ConfigError(msg, path=path, item="WHEEL", expected="a wheel file", found=found,
-                          fix="name a wheel that build wrote")
+                          fix="name a wheel that build wrote, e.g. dist/*.whl")
     try:
         parse_wheel_filename(path.name)
     except (InvalidWheelFilename, InvalidVersion) as exc:
-        msg = (f"{path}: not a wheel (a wheel is named NAME-VERSION-TAGS.whl: {exc}); name a wheel that build "
-               f"wrote, e.g. dist/*.whl")
+        msg = f"{path}: not a wheel (a wheel is named NAME-VERSION-TAGS.whl: {exc})"
         raise ConfigError(msg, path=path, item="WHEEL", expected="a wheel file (NAME-VERSION-TAGS.whl)",
                           found="not a wheel", fix="name a wheel that build wrote, e.g. dist/*.whl") from exc
 

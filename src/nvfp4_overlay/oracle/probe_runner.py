@@ -31,8 +31,8 @@ def run_probe(probe: str, plan: dict[str, Any], timeout: float = 3000) -> dict[s
     line = _read_line(server, timeout)
     if not line:
         del _servers[threading.get_ident()]
-        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()}); run it again, or see its stderr above"
-        raise ConfigError(msg)
+        msg = f"probe {probe}: the probe interpreter died (exit {server.wait()})"
+        raise ConfigError(msg, fix="run it again, or see its stderr above")
     result: dict[str, Any] = json.loads(line)
     if "crash" in result and set(result) <= {"crash", "stderr"}:
         msg = f"probe {probe} failed:\n{result['crash'][-2000:]}\n{result.get('stderr', '')[-2000:]}"
@@ -55,9 +55,8 @@ def _start_server() -> subprocess.Popen[str]:
     if not ready:
         error = server.stderr.read()
         if "No module named 'torch'" in error:
-            msg = (f"the behaviour checks need torch in this interpreter ({sys.executable}); "
-                   f"run them from make test's .venv, or pip install torch")
-            raise ConfigError(msg, fix="pip install torch, or run from make test's .venv")
+            msg = f"the behaviour checks need torch in this interpreter ({sys.executable})"
+            raise ConfigError(msg, fix="run them from make test's .venv, or pip install torch")
         msg = f"the probe interpreter did not start:\n{error[-2000:]}"
         raise ConfigError(msg)
     threading.Thread(target=_drain, args=(server.stderr,), daemon=True).start()

@@ -79,9 +79,10 @@ def release_upstream(patches_dir: Path, release: Release) -> Upstream:
     pins = load_pins(patches_dir)
     if release.version not in pins:
         msg = (f"{patches_dir / SGLANG / PINS}: sglang {release.version} (a stack ships it unpatched) has no "
-               f"pinned wheel; add its [[wheel]] filename and sha256")
+               f"pinned wheel")
         raise ConfigError(msg, path=patches_dir / SGLANG / PINS, item=release.version,
-                          expected="a [[wheel]] of the release", found="none")
+                          expected="a [[wheel]] of the release", found="none",
+                          fix="add its [[wheel]] filename and sha256")
     return pins[release.version]
 
 

@@ -76,9 +76,9 @@ def load_overlay_revision(patches_dir: Path, dist: str) -> int | None:
         return None
     revision = _read_toml(path).get("revision")
     if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
-        msg = f"{path}: revision = {revision!r} must be a positive integer; restore it from git"
+        msg = f"{path}: revision = {revision!r} must be a positive integer"
         raise ConfigError(msg, path=path, item="revision", expected="a positive integer", found=repr(revision),
-                          fix=f"git checkout -- {path}")
+                          fix=f"restore it from git ('git checkout -- {path}')")
     return revision
 
 
@@ -109,9 +109,9 @@ class Stacks:
         known = [s.name for s in self.ordered()]
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]}? " if close else ""
-        msg = f"{path}: no stack named {name!r}; {hint}known stacks: {', '.join(known)}" + (" (or 'all')" if or_all else "")
+        msg = f"{path}: no stack named {name!r}"
         raise ConfigError(msg, path=path, item=name, expected="a stack from 'nvfp4-overlay list'", found=name,
-                          fix=close[0] if close else "one of: " + ", ".join(known))
+                          fix=f"{hint}known stacks: {', '.join(known)}" + (" (or 'all')" if or_all else ""))
 
     def ordered(self) -> list[Stack]:
         """By family, then release: sglang-0.5.8 before sglang-0.5.10, not string order."""
@@ -209,18 +209,18 @@ def _no_series(patches_dir: Path, target: Target, path: Path) -> None:
     if target.dist not in dists:
         close = difflib.get_close_matches(target.dist, dists, n=1, cutoff=0.5) or [
             d for d in dists if d.startswith(target.dist)][:1]
-        meant = f"did you mean {close[0]}=={target.version}? " if close else ""
         msg = (f"{target}: no distribution named {target.dist!r} is carried ({path.parent.parent} not found); "
-               f"{meant}carried: {', '.join(dists) or 'none'}")
+               f"carried: {', '.join(dists) or 'none'}")
         raise ConfigError(msg, path=path.parent.parent, item=target.dist, expected="one of " + ", ".join(dists),
-                          found=target.dist, fix=f"{close[0]}=={target.version}" if close else "name a carried distribution")
+                          found=target.dist, fix=f"did you mean {close[0]}=={target.version}?" if close
+                          else "name a carried distribution")
     near = nearest(target.version, [t.version for t in carried if t.dist == target.dist])
     below = [v for v in near if _is_version(target.version) and Version(v) < Version(target.version)]
     source = below[-1] if below else near[0]
-    msg = (f"{target} has no series ({path} not found); the nearest carried: {', '.join(near)}. Build one of "
-           f"those, or port a series with 'nvfp4-overlay refresh {target.dist} {source} {target.version}'")
+    msg = f"{target} has no series ({path} not found)"
     raise ConfigError(msg, path=path, item=str(target), expected="a carried release", found=target.version,
-                      fix=f"one of {', '.join(near)}")
+                      fix=f"build one of the nearest carried ({', '.join(near)}), or port a series with "
+                          f"'nvfp4-overlay refresh {target.dist} {source} {target.version}'")
 
 
 def _wheel_name_problem(filename: str, target: Target) -> str | None:
@@ -248,13 +248,13 @@ def resolve_targets(stacks: Stacks, stack: str | None, requested: Sequence[str],
         for text in requested:
             dist, sep, version = text.partition("==")
             if not sep or not dist or not version:
-                msg = f"target {text!r}: expected DIST==VERSION, e.g. flashinfer-python==0.6.1"
+                msg = f"target {text!r}: not DIST==VERSION"
                 raise ConfigError(msg, item=text, expected="DIST==VERSION", found=text,
-                                  fix="name it as flashinfer-python==0.6.1")
+                                  fix="name it as DIST==VERSION, e.g. flashinfer-python==0.6.1")
             if not _is_version(version):
-                msg = f"target {text!r}: {version!r} is not a release version (PEP 440), e.g. flashinfer-python==0.6.1"
+                msg = f"target {text!r}: {version!r} is not a release version (PEP 440)"
                 raise ConfigError(msg, item=text, expected="DIST==VERSION", found=version,
-                                  fix="name it as flashinfer-python==0.6.1")
+                                  fix="name it as DIST==VERSION, e.g. flashinfer-python==0.6.1")
             targets.append(Target(canonicalize_name(dist), version))
         return targets
     if stack == "all":
@@ -312,7 +312,7 @@ def load_overlay(overlay_dir: Path, target: Target) -> tuple[OverlayFile, ...]:
     files = []
     for path in sorted(root.rglob("*")):
         if path.is_symlink():
-            msg = f"{path}: overlay files must be regular files, not symlinks; copy the file in"
+            msg = f"{path}: overlay files must be regular files, not symlinks"
             raise ConfigError(msg, path=path, expected="a regular file", found="a symlink", fix="copy the file in")
         if path.is_file() and "__pycache__" not in path.parts and path != root / OVERLAY_RELEASES:
             mode = 0o755 if path.stat().st_mode & 0o111 else 0o644

@@ -173,9 +173,7 @@ def _apply_file(patch: Patch, fp: FilePatch, current: Callable[[str], bytes | No
         data = current(fp.source)
         if data is None:
             msg = (
-                f"{where}: {fp.source} is not in the wheel (moved or removed upstream); "
-                f"run 'nvfp4-overlay drift' to see where upstream moved"
-            )
+                f"{where}: {fp.source} is not in the wheel (moved or removed upstream)")
             raise PatchError(msg, path=patch.path, item=fp.source, expected="the file in the wheel",
                              found="no such member", fix=_DRIFT)
         original = decode(data)
@@ -210,9 +208,5 @@ def conflict_message(patch: Patch, fp: FilePatch, number: int, hunk: Hunk, misma
     else:
         differs = (
             f"line {mismatch.line} differs: expected {(mismatch.expected or '').rstrip()!r}, "
-            f"found {(mismatch.found or '').rstrip()!r}"
-        )
-    return (
-        f"{patch.path}: hunk {number} ({hunk.header}) does not apply to {fp.source}: {differs}; "
-        f"run 'nvfp4-overlay drift' to see where upstream moved"
-    )
+            f"found {(mismatch.found or '').rstrip()!r}")
+    return f"{patch.path}: hunk {number} ({hunk.header}) does not apply to {fp.source}: {differs}"

@@ -111,7 +111,7 @@ def read_series(directory: Path) -> Series:
     if not series_file.exists():
         unlisted = _patch_files(directory)
         if unlisted:
-            msg = f"{series_file}: not found, but {directory} holds {', '.join(unlisted)}; list them in a series file"
+            msg = f"{series_file}: not found, but {directory} holds {', '.join(unlisted)}"
             raise ConfigError(msg, path=series_file, expected="a series file naming the patches",
                               found=", ".join(unlisted), fix=f"list {', '.join(unlisted)} in {series_file}")
         return Series(directory, ())
@@ -157,11 +157,11 @@ def read_patch(path: Path) -> Patch:
     try:
         patchset = PatchSet(lines)
     except (UnidiffParseError, ValueError, IndexError, AttributeError) as exc:
-        msg = f"{path}: not a unified diff that parses ({exc}); regenerate it with 'diff -u' or 'git diff'"
+        msg = f"{path}: not a unified diff that parses ({exc})"
         raise ConfigError(msg, path=path, expected="a unified diff", found=str(exc), fix=_REGENERATE) from exc
     files = tuple(_file_patch(path, pf) for pf in patchset)
     if not files:
-        msg = f"{path}: holds no diff; remove it from the series or regenerate it"
+        msg = f"{path}: holds no diff"
         raise ConfigError(msg, path=path, expected="a unified diff", found="no diff",
                           fix="remove it from the series, or regenerate it")
     return Patch(path.name, path, hashlib.sha256(data).hexdigest(), parse_dep3(lines), files)
@@ -195,7 +195,7 @@ def _check_hunk_lines(path: Path, lines: Sequence[str]) -> None:
             problems.append(f"line {number}: hunk {header} holds more lines than its header counts")
         ended = ended and kind == "\\"
     if problems:
-        msg = f"{path}: " + "\n  ".join(["malformed unified diff; regenerate it with 'diff -u' or 'git diff':", *problems[:20]])
+        msg = f"{path}: " + "\n  ".join(["malformed unified diff:", *problems[:20]])
         raise ConfigError(msg, path=path, expected="hunks whose lines match their headers",
                           found="; ".join(problems[:20]), fix=_REGENERATE)
 
@@ -226,7 +226,7 @@ def parse_dep3(lines: Sequence[str]) -> dict[str, str]:
 def _file_patch(path: Path, pf: PatchedFile) -> FilePatch:
     where = f"{path}: {pf.path}"
     if pf.is_binary_file:
-        msg = f"{where}: binary diffs are refused; ship the file in overlay/ instead"
+        msg = f"{where}: binary diffs are refused"
         raise ConfigError(msg, path=path, item=pf.path, expected="a text diff", found="a binary diff",
                           fix="ship the file in overlay/ instead")
     # Only /dev/null adds or deletes a file (git's "new file mode" sets it too): unidiff also calls a
@@ -235,11 +235,11 @@ def _file_patch(path: Path, pf: PatchedFile) -> FilePatch:
     target = None if pf.target_file == _DEV_NULL else _strip(pf.target_file, path, pf.path)
     hunks = tuple(_hunk(path, pf.path, i, h) for i, h in enumerate(pf, start=1))
     if not hunks and source is not None and source == target:
-        msg = f"{where}: changes no line (a mode change, or a hunk that did not parse); regenerate the patch"
+        msg = f"{where}: changes no line (a mode change, or a hunk that did not parse)"
         raise ConfigError(msg, path=path, item=pf.path, expected="a hunk", found="no line changed", fix=_REGENERATE)
     for number, (first, second) in enumerate(pairwise(hunks), start=2):
         if second.expected_index < first.expected_index + len(first.before):
-            msg = f"{where}: hunk {number} ({second.header}) starts before hunk {number - 1} ends; regenerate the patch"
+            msg = f"{where}: hunk {number} ({second.header}) starts before hunk {number - 1} ends"
             raise ConfigError(msg, path=path, item=f"{pf.path} hunk {number} ({second.header})",
                               expected=f"a start after line {first.expected_index + len(first.before)}",
                               found=f"line {second.expected_index + 1}", fix=_REGENERATE)
@@ -260,8 +260,7 @@ def _strip(name: str, path: Path, member: str) -> str:
     if bad or not rel.parts:
         msg = (
             f"{path}: {member}: target {name!r} is outside the wheel's package files (absolute, '..', a backslash, "
-            f"or the .dist-info, which the build writes itself); regenerate it with paths 'a/<path in the wheel>'"
-        )
+            f"or the .dist-info, which the build writes itself)")
         raise ConfigError(msg, path=path, item=member, expected="a/<path in the wheel>", found=name,
                           fix="regenerate it with paths 'a/<path in the wheel>'")
     return text
@@ -287,8 +286,7 @@ def _hunk(path: Path, member: str, number: int, h: UnidiffHunk) -> Hunk:
     if len(before) != h.source_length or len(after) != h.target_length:
         msg = (
             f"{path}: {member}: hunk {number} ({header}) holds {len(before)} old and {len(after)} new lines, "
-            f"not what its header says; regenerate the patch"
-        )
+            f"not what its header says")
         raise ConfigError(msg, path=path, item=f"{member} hunk {number} ({header})",
                           expected=f"{h.source_length} old and {h.target_length} new lines",
                           found=f"{len(before)} old and {len(after)} new", fix=_REGENERATE)

@@ -40,7 +40,7 @@ class WheelReader:
         try:
             self._file: BinaryIO = path.open("rb")
         except OSError as exc:
-            msg = f"{path}: cannot be read ({exc.strerror}); check the path"
+            msg = f"{path}: cannot be read ({exc.strerror})"
             raise ConfigError(msg, path=path, expected="a readable file", found=exc.strerror,
                               fix="check the path and its permissions") from exc
         try:
@@ -49,7 +49,7 @@ class WheelReader:
             self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, ValueError) as exc:  # an empty file cannot be mapped
             self._file.close()
-            msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
+            msg = f"{path}: not a readable zip archive ({exc})"
             raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
                                      fix="delete it and download it again") from exc
         # With a pin, the digest is taken on a thread of its own (hashlib drops the GIL) while this
@@ -67,7 +67,7 @@ class WheelReader:
             self._release(digest, sha256)
             if isinstance(exc, UnsafeArchiveError):
                 raise
-            msg = f"{path}: not a readable zip archive ({exc}); delete it and download it again"
+            msg = f"{path}: not a readable zip archive ({exc})"
             raise UnsafeArchiveError(msg, path=path, expected="a zip archive", found=str(exc),
                                      fix="delete it and download it again") from exc
         except BaseException:
@@ -112,13 +112,13 @@ class WheelReader:
         """Decompress one member; zipfile stops at the declared size and checks the CRC-32 as it reads."""
         info = self.infos.get(name)
         if info is None:
-            msg = f"{self.path}: has no member {name}; the wheel is malformed (delete it and download it again)"
+            msg = f"{self.path}: has no member {name}; the wheel is malformed"
             raise UnsafeArchiveError(msg, path=self.path, item=name, found="missing",
                                      fix="delete it and download it again")
         try:
             return self._zip.read(info)
         except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
-            msg = f"{self.path}: member {name} is corrupt ({exc}); delete the file and download it again"
+            msg = f"{self.path}: member {name} is corrupt ({exc})"
             raise UnsafeArchiveError(msg, path=self.path, item=name, found=str(exc),
                                      fix="delete the file and download it again") from exc
 
@@ -159,12 +159,12 @@ def _checked_infos(path: Path, zf: zipfile.ZipFile) -> Iterator[zipfile.ZipInfo]
         seen.add(info.filename.lower())
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        msg = f"{path}: unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        msg = f"{path}: unsafe archive, refused before extracting anything:\n  {shown}"
         raise UnsafeArchiveError(msg, path=path, expected="safe member names", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     total = sum(i.file_size for i in zf.infolist())
     if total > MAX_TOTAL_SIZE:
-        msg = f"{path}: members declare {total} bytes in all, above the {MAX_TOTAL_SIZE} limit (a zip bomb?); {UNTRUSTED}"
+        msg = f"{path}: members declare {total} bytes in all, above the {MAX_TOTAL_SIZE} limit (a zip bomb?)"
         raise UnsafeArchiveError(msg, path=path, expected=f"at most {MAX_TOTAL_SIZE} bytes", found=f"{total} bytes",
                                  fix=UNTRUSTED)
     return iter(i for i in zf.infolist() if not i.is_dir())
@@ -188,9 +188,8 @@ def _check_sha256(path: Path, actual: str, expected: str) -> None:
     if actual != expected:
         msg = (
             f"{path}: sha256 {actual} does not match {expected} pinned in upstream.toml "
-            f"(the file changed after it was fetched); delete it and build again"
-        )
-        raise HashMismatchError(msg, path=path, expected=expected, found=actual)
+            f"(the file changed after it was fetched)")
+        raise HashMismatchError(msg, path=path, expected=expected, found=actual, fix="delete it and build again")
 
 
 def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[str, int]:
@@ -219,14 +218,13 @@ def _checked_extents(path: Path, data: mmap.mmap, zf: zipfile.ZipFile) -> dict[s
         elif not flags & _DATA_DESCRIPTOR and (crc, csize, size) != (info.CRC, info.compress_size, info.file_size) and 0xFFFFFFFF not in (csize, size):
             problems.append(
                 f"{info.filename!r}: its local header declares {size} bytes ({csize} compressed), "
-                f"the central directory {info.file_size} ({info.compress_size}) (a zip bomb?)"
-            )
+                f"the central directory {info.file_size} ({info.compress_size}) (a zip bomb?)")
         elif start + info.compress_size > limit:
             problems.append(f"{info.filename!r}: its data overlap the next member or the central directory (a zip bomb?)")
         starts[info.filename] = start
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        msg = f"{path}: corrupt or unsafe archive, refused before extracting anything ({UNTRUSTED}):\n  {shown}"
+        msg = f"{path}: corrupt or unsafe archive, refused before extracting anything:\n  {shown}"
         raise UnsafeArchiveError(msg, path=path, expected="members that do not overlap", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     return starts

@@ -77,9 +77,9 @@ def check(path: Path, pin: CubinPin) -> None:
     """HashMismatchError (exit 3) naming the file, both digests and the fix when path is not the pinned file."""
     found = sha256_file(path)
     if found != pin.sha256:
-        fix = f"delete {path} and bring the pinned file again ('nvfp4-overlay index --cubins', online)"
-        msg = (f"{path}: sha256 {found} is not {pin.sha256}, the digest of {pin.filename} pinned in patches/{PINS}; "
-               f"{fix}. If upstream re-published the file, check why before changing the pin")
+        fix = (f"delete {path} and bring the pinned file again ('nvfp4-overlay index --cubins', online); if upstream "
+               f"re-published the file, check why before changing the pin")
+        msg = f"{path}: sha256 {found} is not {pin.sha256}, the digest of {pin.filename} pinned in patches/{PINS}"
         raise HashMismatchError(msg, path=path, item=pin.requirement, expected=pin.sha256, found=found, fix=fix)
 
 

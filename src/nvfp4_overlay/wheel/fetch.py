@@ -58,8 +58,7 @@ def select_wheels(upstream: Upstream, source: Source) -> list[UpstreamWheel]:
         names = ", ".join(w.filename for w in upstream.wheels)
         msg = (
             f"{upstream.directory / 'upstream.toml'}: no wheel of {upstream.target} fits this interpreter "
-            f"and platform (pinned: {names}); pass --all-platforms or --python-version/--platform"
-        )
+            f"and platform (pinned: {names})")
         raise ConfigError(msg, path=upstream.directory / "upstream.toml", item=str(upstream.target),
                           expected="a wheel for this interpreter", found=names,
                           fix="pass --all-platforms or --python-version/--platform")
@@ -92,10 +91,11 @@ def open_upstream(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> W
         where = f"in {source.wheelhouse} or " if source.wheelhouse else "in "
         why = "--offline forbids pip" if source.offline else "--wheelhouse means no network"
         fill = f"nvfp4-overlay build {upstream.target}"
-        msg = (f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}; fill the cache "
-               f"with '{fill}' once with network access (pip downloads it there), or put the file in a --wheelhouse")
+        msg = f"{wheel.filename}: not found {where}the cache {source.wheels_dir}, and {why}"
         raise NotInCache(msg, path=source.wheels_dir, item=wheel.filename, expected="the pinned wheel",
-                         found="missing", fix=fill)
+                         found="missing",
+                         fix=f"fill the cache with '{fill}' once with network access (pip downloads it there), or put "
+                             "the file in a --wheelhouse")
     return _download(upstream, wheel, source)
 
 
@@ -131,10 +131,9 @@ def _open_checked(path: Path, wheel: UpstreamWheel, *, remove: bool, origin: str
         else:
             what, gone = str(path), "; replace the file in the wheelhouse with the pinned one"
         msg = (
-            f"{what}: sha256 {exc.found} does not match {wheel.sha256} pinned in upstream.toml{gone}. "
-            f"If upstream re-published the file, check why before changing the pin"
-        )
-        raise HashMismatchError(msg, path=path, expected=wheel.sha256, found=exc.found) from None
+            f"{what}: sha256 {exc.found} does not match {wheel.sha256} pinned in upstream.toml{gone}")
+        raise HashMismatchError(msg, path=path, expected=wheel.sha256, found=exc.found,
+                                fix="if upstream re-published the file, check why before changing the pin") from None
 
 
 def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> WheelReader:
@@ -148,9 +147,7 @@ def _download(upstream: Upstream, wheel: UpstreamWheel, source: Source) -> Wheel
         got = tmp / wheel.filename
         if not got.is_file():
             msg = (
-                f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}\n"
-                f"Check pip's index configuration, or pass --wheelhouse DIR holding the file"
-            )
+                f"{wheel.filename}: pip did not provide it (exit {ran.returncode}): {ran.tail}")
             raise FetchError(msg, item=wheel.filename, found=f"pip exit {ran.returncode}: {ran.tail}",
                              fix="check pip's index configuration, or pass --wheelhouse DIR holding the file")
         reader = _open_checked(got, wheel, remove=True, origin="download")

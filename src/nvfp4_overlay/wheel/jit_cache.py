@@ -165,8 +165,9 @@ def _plan_and_build(request: Request, stack: Stack, local: str, wheel: Path, dis
 
 def _stack(request: Request, patches_dir: Path) -> tuple[Stack, Target, str]:
     if request.gpu not in GPUS:
-        msg = f"--gpu {request.gpu}: not a GPU family this tool builds for; use one of {', '.join(GPUS)}"
-        raise ConfigError(msg, item="--gpu", expected=" | ".join(GPUS), found=request.gpu, fix="--gpu sm120")
+        msg = f"--gpu {request.gpu}: not a GPU family this tool builds for"
+        raise ConfigError(msg, item="--gpu", expected=" | ".join(GPUS), found=request.gpu,
+                          fix=f"use one of {', '.join(GPUS)}")
     stacks = load_stacks(patches_dir)
     stack = stacks.get(request.stack or stacks.default, patches_dir / "stacks.toml")
     target = next((t for t in stack.targets if t.dist == "flashinfer-python"), None)
@@ -180,9 +181,9 @@ def _patched_wheel(dist_dir: Path, local: str, stack: Stack) -> Path:
     found = sorted(dist_dir.glob(f"flashinfer_python-{local}-*.whl"))
     if not found:
         msg = (f"{dist_dir} holds no flashinfer_python-{local}-*.whl: the cache is built from the patched wheel's "
-               f"sources; build it first ('nvfp4-overlay build --stack {stack.name}')")
+               f"sources")
         raise ConfigError(msg, path=dist_dir, item=f"flashinfer-python=={local}", expected="the patched wheel",
-                          found="not built", fix=f"nvfp4-overlay build --stack {stack.name}")
+                          found="not built", fix=f"build it first ('nvfp4-overlay build --stack {stack.name}')")
     return found[-1]
 
 
@@ -214,8 +215,9 @@ def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, 
         import torch  # noqa: F401 - only to say what is missing before a child says it worse
     except ImportError as exc:
         msg = (f"{sys.executable}: no torch: planning imports FlashInfer, which needs it (any build, a CPU one "
-               f"will do); pip install torch, or run from an environment that has it")
-        raise ConfigError(msg, item="torch", expected="importable", found="missing", fix="pip install torch") from exc
+               f"will do)")
+        raise ConfigError(msg, item="torch", expected="importable", found="missing",
+                          fix="pip install torch, or run from an environment that has it") from exc
     env = dict(os.environ, FLASHINFER_WORKSPACE_BASE=str(work / "workspace"), CUDA_HOME=str(toolkit.root))
     stub = link_stub(toolkit, work / "libcuda-stub")
     if stub is not None:
@@ -224,16 +226,16 @@ def _run_probe(plan: dict[str, Any], toolkit: Toolkit, work: Path) -> dict[str, 
     done = subprocess.run([sys.executable, "-m", PLAN_PROBE], input=json.dumps(plan), env=env, check=False,
                           stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
-        msg = (f"building the JIT cache stopped (exit {done.returncode}); nvcc's or FlashInfer's message is above. "
-               f"Fix what it names and run the same command again: the modules built so far are kept in {work}")
+        msg = f"building the JIT cache stopped (exit {done.returncode}); nvcc's or FlashInfer's message is above"
         raise OverlayError(msg, path=work, expected="exit 0", found=f"exit {done.returncode}",
-                           fix="fix what the message above names, then run the command again")
+                           fix="fix what it names and run the same command again: the modules built so far are kept "
+                               f"in {work}")
     result: dict[str, Any] = json.loads(done.stdout)
     if result.get("network"):  # refused in the child: what it planned may lack what that download would have brought
         msg = (f"planning attempted {len(result['network'])} connection(s), refused ({result['network'][0]}): a planning "
-               f"run starts no download; report this with the stack and GPU family")
+               f"run starts no download")
         raise OverlayError(msg, path=work, expected="no connection", found="; ".join(result["network"]),
-                           fix="report it; nothing was downloaded")
+                           fix="report this with the stack and GPU family")
     return result
 
 
@@ -243,7 +245,8 @@ def _check_asked(request: Request, found: dict[str, Any]) -> None:
         msg = (f"--module {', '.join(unknown)}: not loaded by the serving path on {request.gpu}; the plan's modules "
                f"are {', '.join(sorted(found['modules']))}"
                + ("" if request.serving is None else " (--all-routes plans every routed entry point's)"))
-        raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown))
+        raise ConfigError(msg, item="--module", expected=", ".join(sorted(found["modules"])), found=", ".join(unknown),
+                          fix="name modules of the plan, or leave out --module")
 
 
 def _check_failed(found: dict[str, Any], work: Path) -> None:
@@ -251,10 +254,10 @@ def _check_failed(found: dict[str, Any], work: Path) -> None:
     if failed:
         lines = "; ".join(f"{name}: {line}" for name, line in sorted(failed.items()))
         msg = (f"nvcc could not build {len(failed)} module(s) ({lines}); the {len(found['built'])} built are kept in "
-               f"{work}: fix the toolkit (a header missing: install the full CUDA toolkit) and run the same command again, "
-               f"or leave them out with --module")
+               f"{work}")
         raise OverlayError(msg, path=work, item=", ".join(sorted(failed)), expected="built", found=lines,
-                           fix="install the full CUDA toolkit, or name the other modules with --module")
+                           fix="fix the toolkit (a header missing: install the full CUDA toolkit) and run the same "
+                               "command again, or leave them out with --module")
 
 
 def _provenance(request: Request, stack: Stack, wheel: Path, sha256: str, toolkit: Toolkit, plan: dict[str, Any],

@@ -48,10 +48,9 @@ def find_toolkit(environ: dict[str, str] | None = None) -> Toolkit:
         if header.is_file() and (root / "bin" / "nvcc").is_file():
             return Toolkit(root, _release(header), _nvcc_version(root / "bin" / "nvcc"))
     where = ", ".join(map(str, candidates)) or "no CUDA_HOME and no nvcc on PATH"
-    msg = (f"no CUDA toolkit found ({where}): a JIT cache is built with the real nvcc; install the CUDA toolkit "
-           f"and set CUDA_HOME to it (e.g. CUDA_HOME=/usr/local/cuda-13.0)")
+    msg = f"no CUDA toolkit found ({where}): a JIT cache is built with the real nvcc"
     raise ConfigError(msg, item="CUDA_HOME", expected="a toolkit with bin/nvcc and include/cuda.h", found=where,
-                      fix="export CUDA_HOME=/path/to/cuda")
+                      fix="install the CUDA toolkit and set CUDA_HOME to it (e.g. CUDA_HOME=/usr/local/cuda-13.0)")
 
 
 def toolchain(toolkit: Toolkit, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -79,8 +78,8 @@ def _first_line(argv: list[str]) -> str:
 def _release(header: Path) -> str:
     found = _CUDA_VERSION.search(header.read_bytes())
     if found is None:
-        msg = f"{header}: no CUDA_VERSION define; is this a CUDA toolkit? Set CUDA_HOME to one"
-        raise ConfigError(msg, path=header, item="CUDA_VERSION", found="missing", fix="export CUDA_HOME=/path/to/cuda")
+        msg = f"{header}: no CUDA_VERSION define; is this a CUDA toolkit?"
+        raise ConfigError(msg, path=header, item="CUDA_VERSION", found="missing", fix="set CUDA_HOME to one")
     number = int(found.group(1))
     return f"{number // 1000}.{number % 1000 // 10}"
 

@@ -64,32 +64,32 @@ def find_dist_info(filename: str, names: Iterable[str], metadata: Callable[[str]
     try:
         name, version, _, _ = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion) as exc:
-        msg = f"{where}: not a wheel filename ({exc}); {UNTRUSTED}"
+        msg = f"{where}: not a wheel filename ({exc})"
         raise UnsafeArchiveError(msg, path=where, expected="a PEP 427 wheel filename", found=str(exc), fix=UNTRUSTED) from exc
     # A .dist-info directory below the root; only a name holding ".dist-info/" can have one (a cheap test first).
     nested = sorted({n for n in names if ".dist-info/" in n and any(p.endswith(".dist-info") for p in n.split("/")[1:-1])})
     if nested:
-        msg = f"{where}: .dist-info directory outside the wheel root: {', '.join(nested[:5])}; {UNTRUSTED}"
+        msg = f"{where}: .dist-info directory outside the wheel root: {', '.join(nested[:5])}"
         raise UnsafeArchiveError(msg, path=where, expected="the .dist-info at the root", found=", ".join(nested[:5]),
                                  fix=UNTRUSTED)
     tops = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
     if len(tops) != 1 or f"{tops[0]}/METADATA" not in names:
         found = f"{tops[0]} without METADATA" if len(tops) == 1 else (tops or "none")
-        msg = f"{where}: expected exactly one top-level .dist-info directory holding METADATA, found {found}; {UNTRUSTED}"
+        msg = f"{where}: expected exactly one top-level .dist-info directory holding METADATA, found {found}"
         raise UnsafeArchiveError(msg, path=where, expected="one .dist-info with METADATA", found=str(found), fix=UNTRUSTED)
     prefix = tops[0][: -len(".dist-info")]
     dir_name, _, dir_version = prefix.rpartition("-")
     if canonicalize_name(dir_name) != name or not _same_version(dir_version, version):
-        msg = f"{where}: the filename says {name} {version} but the directory is {tops[0]}; {UNTRUSTED}"
+        msg = f"{where}: the filename says {name} {version} but the directory is {tops[0]}"
         raise UnsafeArchiveError(msg, path=where, expected=f"{name} {version}", found=tops[0], fix=UNTRUSTED)
     data_dirs = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".data")} - {f"{prefix}.data"})
     if data_dirs:
-        msg = f"{where}: {', '.join(data_dirs)} does not match the dist-info {tops[0]} (PEP 427 wants {prefix}.data); {UNTRUSTED}"
+        msg = f"{where}: {', '.join(data_dirs)} does not match the dist-info {tops[0]} (PEP 427 wants {prefix}.data)"
         raise UnsafeArchiveError(msg, path=where, expected=f"{prefix}.data", found=", ".join(data_dirs), fix=UNTRUSTED)
     headers = HeaderParser().parsestr(metadata(f"{tops[0]}/METADATA").decode("utf-8", "replace"))
     meta_name, meta_version = headers.get("Name", ""), headers.get("Version", "")
     if canonicalize_name(meta_name) != name or meta_version != dir_version:
-        msg = f"{where}: METADATA says {meta_name} {meta_version}, the filename {name} {version}; {UNTRUSTED}"
+        msg = f"{where}: METADATA says {meta_name} {meta_version}, the filename {name} {version}"
         raise UnsafeArchiveError(msg, path=where, expected=f"{name} {version}", found=f"{meta_name} {meta_version}",
                                  fix=UNTRUSTED)
     return DistInfo(prefix, str(name), dir_version)
@@ -124,10 +124,10 @@ def parse_record(data: bytes, where: str) -> dict[str, records.Row]:
     try:
         rows, problems = records.parse(data)
     except (UnicodeDecodeError, csv.Error) as exc:
-        msg = f"{where}: not a CSV file of UTF-8 text ({exc}); {UNTRUSTED}"
+        msg = f"{where}: not a CSV file of UTF-8 text ({exc})"
         raise UnsafeArchiveError(msg, path=where, expected="CSV in UTF-8", found=str(exc), fix=UNTRUSTED) from exc
     if problems:
-        msg = f"{where}: malformed RECORD ({UNTRUSTED}):\n  " + "\n  ".join(problems[:20])
+        msg = f"{where}: malformed RECORD:\n  " + "\n  ".join(problems[:20])
         raise UnsafeArchiveError(msg, path=where, expected="PEP 376 RECORD rows", found="; ".join(problems[:20]),
                                  fix=UNTRUSTED)
     return rows
@@ -144,15 +144,14 @@ def checked_read(read: Callable[[str], bytes], record: Mapping[str, records.Row]
         data = read(name)
         row = record.get(name)
         if row is None or not row.hash:
-            msg = f"{where}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
+            msg = f"{where}: {name} is not in its RECORD (or has no hash)"
             raise UnsafeArchiveError(msg, path=where, item=name, expected="a RECORD row with a hash", found="none",
                                      fix=UNTRUSTED)
         if not row.matches(data):
             found = records.hash_of(data)
             msg = (
                 f"{where}: {name} is {found} ({len(data)} bytes), its RECORD says {row.hash} "
-                f"({row.size} bytes): corrupt or altered; {UNTRUSTED}"
-            )
+                f"({row.size} bytes): corrupt or altered")
             raise UnsafeArchiveError(msg, path=where, item=name, expected=row.hash, found=found, fix=UNTRUSTED)
         return data
 

@@ -99,7 +99,7 @@ def _check_names(entries: Sequence[Entry], filename: str) -> None:
         fresh = not isinstance(entry, CopiedMember) or entry.name != entry.source.filename
         problem = (fresh and name_problem(entry.name)) or ("a second member of this name" if entry.name.lower() in seen else None)
         if problem:
-            msg = f"{filename}: the patched wheel would hold {entry.name!r} ({problem}); fix the patch or overlay that adds it"
+            msg = f"{filename}: the patched wheel would hold {entry.name!r} ({problem})"
             raise ConfigError(msg, item=entry.name, found=problem, fix="fix the patch or overlay that adds it")
         seen.add(entry.name.lower())
 
@@ -112,20 +112,19 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], infos: Mappi
     for item in overlay:
         problem = name_problem(item.path)
         if problem:
-            msg = f"overlay/{upstream.target.dist}/{item.path}: {problem}; rename the file"
+            msg = f"overlay/{upstream.target.dist}/{item.path}: {problem}"
             raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", found=problem, fix="rename the file")
         if item.path.lower() in kept:
             msg = (
                 f"overlay/{upstream.target.dist}/{item.path}: would overwrite "
-                f"upstream's {item.path}; change that file with a patch in the series instead"
-            )
+                f"upstream's {item.path}")
             raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", item=item.path,
-                              found="an upstream file of that name", fix="change that file with a patch instead")
+                              found="an upstream file of that name",
+                              fix="change that file with a patch in the series instead")
         if item.path.split("/", 1)[0].endswith((".dist-info", ".data")):
             msg = (
                 f"overlay/{upstream.target.dist}/{item.path}: the overlay may not add "
-                f"metadata (the build writes the dist-info); remove the file"
-            )
+                f"metadata (the build writes the dist-info)")
             raise ConfigError(msg, path=f"overlay/{upstream.target.dist}/{item.path}", found="a dist-info file",
                               fix="remove the file")
         changed[item.path] = item.data
@@ -145,11 +144,11 @@ def _carried_over(
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
         row = record.get(name)
         if row is None or not row.hash:
-            msg = f"{filename}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
+            msg = f"{filename}: {name} is not in its RECORD (or has no hash)"
             raise UnsafeArchiveError(msg, path=filename, item=name, expected="a RECORD row with a hash",
                                      found="none", fix=UNTRUSTED)
         if row.size and int(row.size) != info.file_size:
-            msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}; {UNTRUSTED}"
+            msg = f"{filename}: RECORD says {name} holds {row.size} bytes, the archive {info.file_size}"
             raise UnsafeArchiveError(msg, path=filename, item=name, expected=f"{row.size} bytes",
                                      found=f"{info.file_size} bytes", fix=UNTRUSTED)
         new_name = old.rename(name, new)
@@ -158,7 +157,7 @@ def _carried_over(
         rows.append(row if same else records.Row(new_name, row.hash, str(info.file_size)))
     absent = sorted(set(record) - set(infos))
     if absent:
-        msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"
+        msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold"
         raise UnsafeArchiveError(msg, path=filename, item=", ".join(absent[:5]), found="missing", fix=UNTRUSTED)
     return copied, rows
 
