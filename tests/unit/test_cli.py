@@ -382,8 +382,8 @@ def test_a_probe_that_times_out_is_not_called_a_broken_interpreter(tmp_path: Pat
     assert code == 1, err
     error = json.loads(out)["error"]
     assert (error["kind"], error["item"]) == ("TimedOut", "--trace-timeout")
-    assert "no answer within 0.5 s" in error["message"] and "larger --trace-timeout" in error["message"]
-    assert "name the serving environment" not in error["message"]
+    assert "no answer within 0.5 s" in error["message"] and "larger --trace-timeout" in error["fix"]
+    assert "name the serving environment" not in error["message"] + error["fix"]
 
 
 def test_a_wheel_missing_offline_is_exit_2_naming_the_cache_and_the_command_that_fills_it(tmp_path: Path) -> None:

@@ -106,13 +106,7 @@ def _restates(site: Site) -> str | None:
 
 
 _FIELDS = [s for s in SITES if s.message is not None]
-# doctor's files were reworded in a branch of their own (house-doctor); strict, so that the mark goes once they pass
-_DOCTOR = ("cli/doctor.py", "operate/doctor", "operate/jit_doctor.py", "operate/installed")
-_LATER = pytest.mark.xfail(strict=True, reason="doctor's files: worded once after the house-doctor merge")
-
-
-@pytest.mark.parametrize("site", [pytest.param(s, id=s.where, marks=[_LATER] if any(d in s.where for d in _DOCTOR)
-                                               and _restates(s) else []) for s in _FIELDS])
+@pytest.mark.parametrize("site", [pytest.param(s, id=s.where) for s in _FIELDS])
 def test_no_message_restates_its_fix(site: Site) -> None:
     """The fix is worded once, in fix=: the message neither holds its text nor its first words, nor
     interpolates the value passed as fix, nor words a fix of its own (a clause that opens with a fix's verb)."""

@@ -60,10 +60,9 @@ def run_probe(python: str, *, trace: bool, timeout: float) -> dict[str, Any]:
     argv = ["-m", PROBE, "--distributions", ",".join(DISTRIBUTIONS), *([] if trace else ["--no-trace"])]
     facts, why, timed_out = _child_facts(python, argv, timeout)
     if "distributions" not in facts:  # it ran, and stopped before the first finding: nothing to judge
-        msg = (f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions; "
-               f"run doctor again, and report the error if it stays")
+        msg = f"--python {python}: doctor's probe stopped ({why}) before it had read the installed distributions"
         raise OverlayError(msg, item="--python", path=python, expected="the installed distributions", found=why,
-                           fix="run doctor again; report the error if it stays")
+                           fix="run doctor again, and report the error if it stays")
     for name, held in installed_distributions(python, timeout=timeout).items():  # RECORD against the provenance
         if "against_provenance" in held and name in facts.get("distributions", {}):
             facts["distributions"][name]["against_provenance"] = held["against_provenance"]
@@ -117,15 +116,15 @@ def _child_facts(python: str, argv: list[str], timeout: float) -> tuple[dict[str
     why = f"no answer within {timeout:g} s (--trace-timeout)" if code is None else f"the probe exited {code}"
     why += f": {tail}" if tail else ""
     if code is None and "distributions" not in facts:  # slow or hung: nothing says the interpreter is broken
-        msg = (f"--python {python}: doctor's probe gave {why} before it had read the installed distributions; "
-               f"a cold start on a busy machine can take that long: run doctor again with a larger --trace-timeout")
+        msg = (f"--python {python}: doctor's probe gave {why} before it had read the installed distributions "
+               f"(a cold start on a busy machine can take that long)")
         raise TimedOut(msg, item="--trace-timeout", path=python, expected=f"an answer within {timeout:g} s",
-                       found="no answer", fix=f"--trace-timeout {max(600, 4 * timeout):g}")
+                       found="no answer",
+                       fix=f"run doctor again with a larger --trace-timeout, e.g. --trace-timeout {max(600, 4 * timeout):g}")
     if "python" not in facts:
-        msg = (f"--python {python}: it did not run doctor's probe ({why}); name the serving environment's "
-               f"Python 3.8 or later, e.g. /srv/sglang/bin/python")
+        msg = f"--python {python}: it did not run doctor's probe ({why})"
         raise ConfigError(msg, item="--python", path=python, expected="a Python 3.8+ interpreter", found=why,
-                          fix="name the environment's bin/python")
+                          fix="name the serving environment's Python 3.8 or later, e.g. /srv/sglang/bin/python")
     return facts, why, code is None
 
 
@@ -134,9 +133,9 @@ def check_python(python: str) -> str:
     path = Path(python)
     if not path.is_file() or not os.access(path, os.X_OK):
         found = "missing" if not path.exists() else "not an executable file"
-        msg = f"--python {python}: {found}; name the serving environment's interpreter, e.g. /srv/sglang/bin/python"
+        msg = f"--python {python}: {found}"
         raise ConfigError(msg, item="--python", path=python, expected="an executable Python", found=found,
-                          fix="name the environment's bin/python")
+                          fix="name the serving environment's interpreter, e.g. /srv/sglang/bin/python")
     return python
 
 

@@ -77,9 +77,9 @@ def judge(document: dict[str, Any], finding: Finding, asked: Asked, python: str,
         try:
             found = _child(python, plan, timeout)
         except ConfigError as exc:  # the interpreter cannot run SGLang's code (no torch): doctor's other problems say why
-            unjudged: dict[str, Any] = {"release": release, "gpu": gpu, "error": exc.message}
+            unjudged: dict[str, Any] = {"release": release, "gpu": gpu, "error": exc.text()}
             document["sglang_launch"] = unjudged
-            finding.notes.append(f"--sglang-args: not judged: {exc.message}")
+            finding.notes.append(f"--sglang-args: not judged: {exc.text()}")
             return unjudged
     answer = found["lines"]["line"]
     _refuse(answer, release, request.args, arch)
@@ -114,10 +114,11 @@ def _refuse(answer: dict[str, Any], release: str, args: str, arch: str) -> None:
     if not refused:
         return
     if refused["kind"] == "architecture":
-        msg = (f"SGLang {release} has no model class {arch} in its model registry (sglang/srt/models); "
-               f"name the architecture its config.json gives, or serve it with a release that has it")
+        msg = f"SGLang {release} has no model class {arch} in its model registry (sglang/srt/models)"
         raise UsageError(msg, item=arch, expected=f"an architecture SGLang {release} registers",
-                         found=f"{arch} ({refused['registry']} registered)", fix="check --model-arch")
+                         found=f"{arch} ({refused['registry']} registered)",
+                         fix="check --model-arch: name the architecture its config.json gives, or serve it with a "
+                             "release that has it")
     said = refused["message"]
     where = refused.get("where") or {}
     at = f" ({where.get('file')}:{where.get('line')})" if where else ""

@@ -49,7 +49,7 @@ def judge_distribution(name: str, fact: dict[str, Any], patches_dir: Path, findi
         _judge_anchor(name, version, held, report["record"], finding)
     elif provenance is not None:  # no anchor: what the installed provenance says is a diagnosis, never a pass
         if isinstance(held, Unverified):
-            finding.unverified.append(f"{name} {version}: {held.message}")
+            finding.unverified.append(f"{name} {version}: {held.text()}")
         against = fact.get("against_provenance")
         _judge_arrival(name, version, provenance, against, report["record"], patches_dir, finding)
         if against is not None:  # the rows themselves were for naming them: not in the report

@@ -84,9 +84,9 @@ def _dist_info(location: Path, name: str, version: str) -> Path:
         if canonicalize_name(stem) == canonicalize_name(name) and found == version:
             return path
     msg = (f"cannot be verified here: {location} holds no {name}-{version}.dist-info to read the installed "
-           f"files from; reinstall the wheel with pip or uv")
+           f"files from")
     raise Unverified(msg, path=location, item=f"{name} {version}", expected="its .dist-info", found="none",
-                     fix="reinstall the wheel")
+                     fix="reinstall the wheel with pip or uv")
 
 
 def _installed_path(location: Path, member: str) -> Path | None:
