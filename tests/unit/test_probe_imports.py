@@ -57,5 +57,6 @@ def test_each_shared_piece_is_defined_once() -> None:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 defined.setdefault(node.name, []).append(path.name)
     for name in ("fake_capability", "describe", "Row", "bf16", "u8", "with_scale", "kernel_of", "_x", "_u8",
-                 "_with_scale", "Placeholder", "prints_to_stderr", "answer"):
+                 "_with_scale", "Placeholder", "prints_to_stderr", "answer", "Traced", "caused_by_traced",
+                 "_caused_by_traced", "_caused_by", "Watched"):
         assert len(defined.get(name, [])) <= 1, (name, defined[name])

@@ -27,10 +27,6 @@ from nvfp4_overlay.probes.doctor import doctor_env
 FAKE_CAPABILITY = (12, 0)  # RTX PRO 6000 / SM120, the report's GPUs
 
 
-class Traced(Exception):
-    """Raised by the backend once dynamo hands it the whole graph: tracing succeeded."""
-
-
 def emit(key: str, value: Any) -> None:
     print(json.dumps({key: value}), flush=True)
 
@@ -74,6 +70,7 @@ def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     """torch.compile(fullgraph=True) over one call of each routed entry point: the graph, the processes."""
     from nvfp4_overlay.probes.flashinfer import cases
 
+    sys.addaudithook(WATCHED.audit)
     entries: dict[str, Any] = {}
     for name, fn in routed_entries(flashinfer).items():
         made = next(iter(cases.cases(name, fn, quick=True)), None)
@@ -92,47 +89,39 @@ def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     return result
 
 
-def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
-    tracing, spawned, graphs = [False], [], []
+# The processes started while dynamo traces (doctor counts no file), heard by one hook (trace installs it)
+WATCHED = io_audit.Watched()
 
-    def audit(event: str, audit_args: tuple[Any, ...]) -> None:
-        if tracing[0] and io_audit.is_spawn(event):
-            spawned.append(f"{event} {repr(audit_args[:2])[:160]}")
+
+def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    graphs = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        raise Traced
+        raise io_audit.Traced
 
-    sys.addaudithook(audit)
-    result: dict[str, Any] = {"ok": False}
     torch._dynamo.reset()
-    tracing[0] = True
+    stop: BaseException | None = None
+    WATCHED.events, WATCHED.phase = [], "trace"
     try:
         torch.compile(call, fullgraph=True, backend=backend)(*args)
-        result["error"] = "the backend was never called"
     except BaseException as exc:  # noqa: BLE001 - dynamo wraps the backend's exception; ours is in the chain
-        if _caused_by_traced(exc):
-            result["ok"] = not spawned
-            if spawned:
-                result["error"] = f"a subprocess started while dynamo traced: {spawned[0]}"
-        else:
-            result["error"] = first_line(exc)
-            result["detail"] = str(exc).strip().splitlines()[:8]
+        stop = exc
     finally:
-        tracing[0] = False
-    result.update(ops=graphs[0] if graphs else [], subprocesses=spawned)
-    return result
+        WATCHED.phase = "after"
+    spawned = [" ".join(event) for event in WATCHED.events]
+    return {**judged(stop, spawned), "ops": graphs[0] if graphs else [], "subprocesses": spawned}
 
 
-def _caused_by_traced(exc: BaseException) -> bool:
-    seen: list[BaseException] = []
-    chain: BaseException | None = exc
-    while chain is not None and chain not in seen:
-        if isinstance(chain, Traced):
-            return True
-        seen.append(chain)
-        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
-    return False
+def judged(stop: BaseException | None, spawned: list[str]) -> dict[str, Any]:
+    """A trace's verdict from how it ended: through (the backend's Traced) with no process started, or the error."""
+    if stop is None:
+        return {"ok": False, "error": "the backend was never called"}
+    if not io_audit.caused_by_traced(stop):
+        return {"ok": False, "error": first_line(stop), "detail": str(stop).strip().splitlines()[:8]}
+    if spawned:
+        return {"ok": False, "error": f"a subprocess started while dynamo traced: {spawned[0]}"}
+    return {"ok": True}
 
 
 def main(argv: list[str]) -> int:
