@@ -13,8 +13,15 @@ from helpers import ROOT
 PROBES = ROOT / "src" / "nvfp4_overlay" / "probes"
 
 
+def _name(path: Path) -> str:
+    """A module of probes/ by its dotted name under probes/ (a folder's face by the folder's)."""
+    parts = path.relative_to(PROBES).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _imports(path: Path) -> set[str]:
-    """The probes/ modules a module imports, anywhere in it (TYPE_CHECKING blocks left out)."""
+    """The probes/ modules a module imports, anywhere in it (TYPE_CHECKING blocks left out), by their
+    dotted names under probes/ (a name taken from a folder's face: the module of that name, if any)."""
     tree = ast.parse(path.read_text())
     checking = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING")]
     skipped = {id(n) for block in checking for n in ast.walk(block)}
@@ -22,20 +29,19 @@ def _imports(path: Path) -> set[str]:
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == "nvfp4_overlay.probes" or (
-                    node.module.startswith("nvfp4_overlay.probes.")
-                    and (PROBES / node.module.rsplit(".", 1)[1]).is_dir()):  # a folder's modules, by name
-                found |= {a.name for a in node.names}
-            elif node.module.startswith("nvfp4_overlay.probes."):
-                found.add(node.module.rsplit(".", 1)[1])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nvfp4_overlay.probes"):
+            base = (node.module or "").removeprefix("nvfp4_overlay.probes").lstrip(".")
+            for alias in node.names:
+                sub = f"{base}.{alias.name}".lstrip(".")
+                found.add(sub if (PROBES / f"{sub.replace('.', '/')}.py").is_file() else base)
         elif isinstance(node, ast.Import):
-            found |= {a.name.rsplit(".", 1)[1] for a in node.names if a.name.startswith("nvfp4_overlay.probes.")}
-    return found - {path.stem}
+            found |= {a.name.removeprefix("nvfp4_overlay.probes.") for a in node.names
+                      if a.name.startswith("nvfp4_overlay.probes.")}
+    return found - {_name(path), ""}
 
 
 def test_no_import_circle_in_probes() -> None:
-    graph = {p.stem: _imports(p) for p in PROBES.rglob("*.py")}
+    graph = {_name(p): _imports(p) for p in PROBES.rglob("*.py")}
     circles = []
 
     def visit(module: str, path: list[str]) -> None:
