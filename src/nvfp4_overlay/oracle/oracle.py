@@ -65,6 +65,13 @@ def probe_digest(probe: str) -> str:
     return digest_tree(PROBES, sorted(probe_sources(probe)))
 
 
+def modules_digest(names: Sequence[str]) -> str:
+    """The modules `names` (dotted, under the package) and every module of the package they import,
+    however deep, by digest (their paths in the package and their bytes): what a probe run as a module
+    (the whole-layer probes, probes/sglang/layer/) is made of."""
+    return digest_tree(PACKAGE, sorted(_imported(names)))
+
+
 def probe_sources(probe: str) -> set[str]:
     """probes/<probe>.py and the probes/ modules it imports, at any depth, as file names, and the
     interpreter every probe runs in (probes/serve.py: what it does before a fork, each run sees)."""
