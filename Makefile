@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STACK ?=
 ARGS ?=
 
-.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-launch-table sglang-regions-table sglang-layer-table sglang-regions-docs clean distclean
+.PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-launch-table sglang-regions-table sglang-layer-table sglang-regions-docs compile-list-table compile-list-docs clean distclean
 
 $(VENV)/.ready: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -101,6 +101,7 @@ check-generated: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
 	$(PY) -m nvfp4_overlay.cli launch-table --check $(ARGS)
+	$(PY) -m nvfp4_overlay.oracle.compile_table docs --check
 
 # patches/sglang/audit-launch.json from every SGLang release's own argument handling (or VERSIONS="0.5.20";
 # torch, about a minute a release), then docs/patches.md's and the README's launch-line tables from it.
@@ -123,6 +124,15 @@ sglang-regions-table: $(VENV)/.test-ready
 LAYER_TESTS := tests/releases/test_sglang_layer.py tests/releases/test_sglang_layer_fp8.py tests/releases/test_sglang_seed.py
 sglang-layer-table: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_WRITE_LAYER=1 $(PY) -m pytest -n 0 $(LAYER_TESTS) $(ARGS)
+
+# patches/flashinfer-python/audit-compile-list.json: FlashInfer's own compile list on every carried release
+# (or RELEASES="0.7.4 0.6.8.post1"), upstream and patched, from the compile-list probe (torch; minutes a
+# release, kept in the result cache); then make compile-list-docs renders docs/compile-list.md from it.
+compile-list-table: $(VENV)/.test-ready
+	$(PY) -m nvfp4_overlay.oracle.compile_table table $(RELEASES)
+
+compile-list-docs: $(VENV)/.ready
+	$(PY) -m nvfp4_overlay.oracle.compile_table docs
 
 sglang-regions-docs: $(VENV)/.ready
 	$(PY) -m nvfp4_overlay.oracle.sglang_table docs

@@ -312,8 +312,10 @@ def test_a_module_builds_to_the_same_bytes_in_another_directory_and_process(buil
     and the whole cache wheel too. Kept under the cache dir by the build's key and the build code's digest."""
     provenance = json.loads(next(built["cache"].glob("*.dist-info/NVFP4_OVERLAY_JIT_CACHE.json")).read_text())
     probes = ROOT / "src" / "nvfp4_overlay" / "probes" / "flashinfer"
+    # the patched wheel too: the cache wheel's provenance names it (its sha256, its routed entry points)
     key = hashlib.sha256(json.dumps([provenance["modules"][MODULE]["inputs"], provenance["toolchain"],
-                                     sources_digest(probes / "jit_build.py", probes / "jit_plan.py")]).encode()).hexdigest()
+                                     sources_digest(probes / "jit_build.py", probes / "jit_plan.py"),
+                                     hashlib.sha256(built["patched"].read_bytes()).hexdigest()]).encode()).hexdigest()
     kept = cache_dir() / "jit-reproduce" / f"{key[:32]}.json"
     if not kept.is_file():
         other = tmp_path / "another" / "cache" / "dir"

@@ -64,30 +64,45 @@ def test_fakes_and_cases_agree_with_the_signature(overlay: Any, release: str) ->
     assert "fp4_quantize" in found
     for name, params in found.items():
         assert overlay.disagreements(entries[name], params, Version(release)) == [], (release, name)
-        layout = types.SimpleNamespace(layout_128x4=0, layout_8x4=1, layout_linear=2)
-        rows = cases._TABLES[name](layout)
-        assert cases.applying(name, rows, set(params), release), (release, name)
+        if name in cases._TABLES:  # FlashInfer's own compile list has its cases in compile_cases.py, run by its probe
+            layout = types.SimpleNamespace(layout_128x4=0, layout_8x4=1, layout_linear=2)
+            rows = cases._TABLES[name](layout)
+            assert cases.applying(name, rows, set(params), release), (release, name)
         for param, since in entries[name].since.items():  # `since` is exact: not a guess
             assert (param in params) == (Version(release) >= Version(since)), (release, name, param, since)
 
 
-def test_a_parameter_a_new_release_adds_is_a_refusal(overlay: Any) -> None:
-    """0.7.4's fp4_quantize with a 0.7.5 `pack=False` (unpacked uint8, twice as wide): the fake does
-    not know it, so the entry point must not be routed; the refusal names the parameter."""
-    params = signatures("0.7.4", ["fp4_quantize"])["fp4_quantize"] + ["pack"]
-    problems = overlay.disagreements(overlay.ENTRIES["fp4_quantize"], params, Version("0.7.5"))
+def test_a_parameter_a_new_release_adds_is_a_refusal_for_a_hand_written_fake(overlay: Any) -> None:
+    """0.7.4's nvfp4_quantize with a 0.7.5 `pack=False` (unpacked uint8, twice as wide): its hand-written
+    fake does not know it, so the entry point must not be routed; the refusal names the parameter."""
+    params = signatures("0.7.4", ["nvfp4_quantize"])["nvfp4_quantize"] + ["pack"]
+    problems = overlay.disagreements(overlay.ENTRIES["nvfp4_quantize"], params, Version("0.7.5"))
     assert problems and "'pack'" in problems[0] and "neither read by the fake" in problems[0]
 
 
-def test_a_renamed_parameter_fails_the_cases_and_the_fake(overlay: Any) -> None:
-    """Upstream renames is_sf_swizzled_layout: the layout rows must not vanish, and the fake must not
-    silently take its default."""
+def test_a_derived_fake_reads_every_parameter_a_release_adds(overlay: Any) -> None:
+    """fp4_quantize's fake is upstream's own wrapper: a `pack` 0.7.5 adds reaches it (and the op) with
+    no declaration; a declaration that only a hand-written fake takes is stale there, and said so."""
+    import dataclasses
+
+    params = signatures("0.7.4", ["fp4_quantize"])["fp4_quantize"] + ["pack"]
+    entry = overlay.ENTRIES["fp4_quantize"]
+    assert entry.fake is None and overlay.disagreements(entry, params, Version("0.7.5")) == []
+    stale = overlay.disagreements(dataclasses.replace(entry, inert=frozenset({"pack"})), params, Version("0.7.5"))
+    assert stale and "declares inert" in stale[0] and "upstream's own wrapper" in stale[0]
+
+
+def test_a_renamed_parameter_fails_the_cases_and_a_hand_written_fake(overlay: Any) -> None:
+    """Upstream renames a parameter: the layout rows must not vanish (fp4_quantize's case table), and a
+    hand-written fake (nvfp4_quantize's) must not silently take its default."""
     params = [p if p != "is_sf_swizzled_layout" else "is_sf_swizzled" for p in
               signatures("0.7.4", ["fp4_quantize"])["fp4_quantize"]]
-    problems = overlay.disagreements(overlay.ENTRIES["fp4_quantize"], params, Version("0.7.5"))
-    assert any("'is_sf_swizzled_layout'" in p for p in problems) and any("'is_sf_swizzled'" in p for p in problems)
     with pytest.raises(cases.CaseTableError, match="is_sf_swizzled_layout"):
         cases.applying("fp4_quantize", cases._TABLES["fp4_quantize"](None), set(params), "0.7.5")
+    renamed = [p if p != "sf_vec_size" else "block_size" for p in
+               signatures("0.7.4", ["nvfp4_quantize"])["nvfp4_quantize"]]
+    problems = overlay.disagreements(overlay.ENTRIES["nvfp4_quantize"], renamed, Version("0.7.5"))
+    assert any("'sf_vec_size'" in p for p in problems) and any("'block_size'" in p for p in problems)
 
 
 def test_a_table_under_its_minimum_is_refused() -> None:

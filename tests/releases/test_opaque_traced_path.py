@@ -105,7 +105,7 @@ def _entries(entries: Any) -> dict[str, tuple[Callable[..., Any], Any]]:
             returns="((Tensor, Tensor), float)", fake=lambda k, v: [torch.empty(1)] * 3,
             inert=frozenset({"k_sf"}), codecs={"k_sf": entries.TENSOR_OR_FLOAT})),
         "traced_path_norm": (with_skip_check(norm), E(
-            returns="()", fake=entries.fakes.nothing, inert=frozenset({"out", "input", "scale", "eps", "skip_check"}),
+            returns="()", fake=lambda: None, inert=frozenset({"out", "input", "scale", "eps", "skip_check"}),
             mutates=frozenset({"out"}), codecs={"scale": entries.TENSOR_OR_FLOAT},
             hidden={"skip_check": ("bool", False)})),
         "traced_path_positional_only": (positional_only, E(

@@ -260,10 +260,23 @@ def test_the_verdict_sees_a_fake_that_differs_and_a_parameter_left_out(ladder: d
     assert any("which the ladder does not call" in p for p in problems), problems
 
 
-# Appended to a patched tree's fakes.py: every fake gets one output wrong, the way a fake goes wrong
-# (upstream's own fake of silu_and_mul_scaled_nvfp4_experts_quantize forgets the permutation; a
-# fake that forgets the reshape leaves the scale factors flat).
-BREAK_EVERY_FAKE = """
+# Appended to a patched tree's fakes.py and faking.py: every fake gets one output wrong, the way a fake
+# goes wrong (upstream's own fake of silu_and_mul_scaled_nvfp4_experts_quantize forgets the permutation;
+# a fake that forgets the reshape leaves the scale factors flat): each hand-written fake, and every
+# fake derived from upstream's wrapper.
+BEND = """
+
+def bend(out, given):
+    if out is None:
+        return out
+    if isinstance(out, (tuple, list)):
+        items = [bend(t, given) for t in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
+    if any(out is g for g in given):  # a parameter handed back (out=) stays the one given: what the fake
+        return out                    # allocates is wrong, the traced path's allocation of it included
+    return out.contiguous() if not out.is_contiguous() else out.reshape(-1) if out.dim() > 1 else out.reshape(1, -1)
+"""
+BREAK_HAND_WRITTEN = BEND + """
 
 def _broken(fake):
     import functools
@@ -275,18 +288,24 @@ def _broken(fake):
     return broken
 
 
-def bend(out, given):
-    if isinstance(out, (tuple, list)):
-        return type(out)(bend(t, given) for t in out)
-    if any(out is g for g in given):  # a parameter handed back (out=) stays the one given: what the fake
-        return out                    # allocates is wrong, the traced path's allocation of it included
-    return out.contiguous() if not out.is_contiguous() else out.reshape(-1) if out.dim() > 1 else out.reshape(1, -1)
-
-
 for _name in {names!r}:
-    globals()[_name] = _broken(globals()[_name])
+    if _name in globals():  # a hand-written fake (entries.py names it)
+        globals()[_name] = _broken(globals()[_name])
 """
-# The fakes that allocate (an in-place entry point's fake, fakes.nothing, allocates nothing to break).
+BREAK_DERIVED = BEND + """
+
+_unbroken = derived
+
+
+def derived(fn):
+    fake = _unbroken(fn)
+
+    def broken(**values):
+        given = [v for v in values.values() if v is not None]
+        return bend(fake(**values), given)
+    return broken
+"""
+# The fakes that allocate (an in-place entry point's fake allocates nothing to break).
 ALLOCATING = [n for n in ROUTED if n not in ("rmsnorm_quant", "fused_add_rmsnorm_quant", "tinygemm_bf16")]
 # Those that hand back a parameter the op writes into (out=, output=): for a call that leaves it None,
 # the traced path allocates it with the fake, and upstream's own check of a given out may refuse a wrong
@@ -298,12 +317,13 @@ HANDED_BACK = ("trtllm_fp4_block_scale_moe", "trtllm_fp4_block_scale_routed_moe"
 @pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
 def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: ReleaseOracle, wheel_tree: Any,
                                                               tmp_path: Path, release: str) -> None:
-    """Control, end to end: a patched tree whose fakes each get one output wrong fails the ladder on
-    every entry point, on both GPUs (the first case of each)."""
+    """Control, end to end: a patched tree whose fakes each get one output wrong (hand-written or derived
+    from upstream's wrapper) fails the ladder on every entry point, on both GPUs (the first case of each)."""
     broken = tmp_path / "broken"
     tree_copy(wheel_tree("flashinfer-python", release), broken)
-    fakes = broken / "flashinfer" / "_nvfp4_overlay" / "fakes.py"
-    fakes.write_text(fakes.read_text() + BREAK_EVERY_FAKE.format(names=ALLOCATING))
+    overlay = broken / "flashinfer" / "_nvfp4_overlay"
+    (overlay / "fakes.py").write_text((overlay / "fakes.py").read_text() + BREAK_HAND_WRITTEN.format(names=ALLOCATING))
+    (overlay / "faking.py").write_text((overlay / "faking.py").read_text() + BREAK_DERIVED)
     upstream, patched = release_oracle.sides(release)
     side = oracle.Side(release, "patched", {**patched.inputs, "edited": "every fake broken"}, lambda: broken)
     found = {"upstream": release_oracle.oracle.upstream_ladder(upstream, ROUTED),

@@ -108,6 +108,19 @@ def test_the_routed_rules_are_the_overlays_entry_points() -> None:
     assert AUDIT.routed() == frozenset(routed_names(ROOT / "overlay"))
 
 
+def test_a_routed_name_in_an_opt_in_module_is_another_function() -> None:
+    """0.7.1's cake_sampling.top_k_top_p_sampling_from_probs shares a routed name, not the route; the
+    compile list's routed functions say where they are told apart (docs/compile-list.md)."""
+    from nvfp4_overlay.audit import api_rules
+
+    routed = ["top_k_top_p_sampling_from_probs", "fp4_quantize"]
+    assert api_rules.verdict("flashinfer.cake_sampling.top_k_top_p_sampling_from_probs", routed)[0] == "out of scope"
+    assert api_rules.verdict("flashinfer.sampling.top_k_top_p_sampling_from_probs", routed) == (
+        "routed", api_rules.COMPILE_LIST_WHY)
+    assert api_rules.verdict("flashinfer.fp4_quantization.fp4_quantize", routed) == (
+        "routed", "routed to one opaque op while dynamo traces (entries.py)")
+
+
 @pytest.fixture(scope="module")
 def memo() -> api_audit.Memo:
     """What one release's scan learnt, for the next: the releases are scanned in order, in one worker."""

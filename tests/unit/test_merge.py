@@ -173,6 +173,21 @@ def test_an_insertion_with_no_single_place_stays_a_conflict(upstream: list[str],
     assert [next(w for w in why if w in c.describe()) for c in merged.conflicts] == why
 
 
+def test_overload_stubs_are_not_the_function() -> None:
+    """0.7.1 typed single_decode_with_kv_cache's return_lse with two @overload stubs above the def:
+    the route lines go above the def (its @flashinfer_api), not a conflict over three definitions."""
+    base = lines("import torch", "", "", "@flashinfer_api", "def decode(q, return_lse=False):", "    pass")
+    patched = lines("import torch", "", "", "@route", "@flashinfer_api", "def decode(q, return_lse=False):", "    pass")
+    upstream = lines("import torch", "", "", "@overload", "def decode(q, return_lse: Literal[False]): ...", "", "",
+                     "@typing.overload", "def decode(q, return_lse: Literal[True]): ...", "", "",
+                     "@flashinfer_api(trace=t)", "def decode(q, return_lse=False):", "    return 1")
+    merged = three_way(base, patched, upstream)
+    assert merged.lines is not None and merged.how == BY_NAME, [c.describe() for c in merged.conflicts]
+    assert "".join(merged.lines).endswith("@route\n@flashinfer_api(trace=t)\ndef decode(q, return_lse=False):\n"
+                                          "    return 1\n")
+    assert "".join(merged.lines).count("@route") == 1
+
+
 def test_a_patch_that_changes_a_line_is_not_placed_by_name() -> None:
     patched = [line.replace("return x", "return x  # patched") for line in TWO_ROUTED]
     upstream = lines("@flashinfer_api(trace=tb)", "def b(x):", "    return x + 1", "", "", "@flashinfer_api(trace=ta)",

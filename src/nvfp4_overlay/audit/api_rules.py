@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError
+from ..probes.flashinfer import compile_cases
 from .api_audit import MARKERS
 
 __all__ = ["CATEGORIES", "SGLANG_RUNNERS", "rules", "verdict"]
@@ -48,11 +49,18 @@ ROUTED_WHY = {
         "routed to one opaque op while dynamo traces (entries.py): SGLang 0.5.20's GPT-OSS forward_dwdp "
         "(models/gpt_oss.py) calls it inside the compiled region, where it breaks fullgraph in the JIT loader"),
 }
+# Opt-in modules (experimental, generated-program Cake kernels, batch-invariant variants): a function
+# there is another function than a routed one of the same name (0.7.1's cake_sampling).
+OPT_IN = r"\.(experimental|cake|cake_\w+|prims_ts|batch_invariant)(\.|$)"
+# FlashInfer's own compile list (probes/flashinfer/compile_cases.py), routed by the overlay's compile_list.py.
+COMPILE_LIST = frozenset(name.rsplit(".", 1)[1] for name in compile_cases.every_name())
+COMPILE_LIST_WHY = ("routed to one opaque op while dynamo traces (compile_list.py): FlashInfer's own compile list, "
+                    "docs/compile-list.md")
 CATEGORIES: list[tuple[str, str, str]] = [
     (r"\.(jit|aot|artifacts|compilation_context|__main__|collect_env|jit_cache)(\.|$)", OUT,
      "build machinery: JIT spec generators, AOT packaging, artifact download; not called in a model's forward"),
     (r"\.autotuner\.", OUT, "the AutoTuner itself: tactic selection runs inside the entry points (at op run time for routed ones)"),
-    (r"\.(experimental|cake|cake_\w+|prims_ts|batch_invariant)(\.|$)", OUT,
+    (OPT_IN, OUT,
      "experimental or generated-program (Cake) kernels, and batch-invariant variants: opt-in paths outside the NVFP4 serving stack"),
     (r"\.(comm|moe_ep|dllm|nvshmem)(\.|$)", OUT,
      "communication (all-reduce, all-to-all, expert parallel): SGLang runs it outside the compiled region or in its own ops"),
@@ -80,8 +88,9 @@ CATEGORIES: list[tuple[str, str, str]] = [
 def verdict(key: str, routed: Sequence[str]) -> tuple[str, str]:
     """The verdict and the reason for one function (module.name), or ConfigError when no category explains it."""
     name = key.rsplit(".", 1)[1]
-    if name in routed:
-        return "routed", ROUTED_WHY.get(name, "routed to one opaque op while dynamo traces (entries.py)")
+    if name in routed and not re.search(OPT_IN, key):
+        default = COMPILE_LIST_WHY if name in COMPILE_LIST else "routed to one opaque op while dynamo traces (entries.py)"
+        return "routed", ROUTED_WHY.get(name, default)
     if name in SGLANG_RUNNERS:
         return OUT, SGLANG_RUNNERS[name]
     for pattern, answer, why in CATEGORIES:

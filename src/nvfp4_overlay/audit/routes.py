@@ -1,6 +1,7 @@
 """The route patch (0002) of a flashinfer-python release, written from the release's own text: pure.
 
-Every entry point the overlay routes (overlay entries.py's ENTRIES, read as text: it imports torch)
+Every entry point the overlay routes (overlay entries.py's ENTRIES and compile_list.py's COMPILE_LIST,
+read as text: they import torch)
 that the release defines where its public package binds it (flashinfer.<name>, else
 flashinfer.fused_moe, flashinfer.norm or flashinfer.gemm) gets the two route lines above its first
 decorator; the hunks are written as refresh writes them (difflib, three lines of context) under the
@@ -22,13 +23,17 @@ from . import api_scan
 __all__ = ["ENTRIES", "PATCH", "route_patch", "routed_names"]
 
 PATCH = "0002-fp4-mxfp8-entry-points-opaque-to-dynamo.patch"
-ENTRIES = "flashinfer/_nvfp4_overlay/entries.py"  # under overlay/flashinfer-python/
+# The overlay's tables of routed entry points (under overlay/flashinfer-python/), each with the line
+# that opens it: the FP4/FP8 serving path's, and FlashInfer's own compile list's.
+TABLES = (("flashinfer/_nvfp4_overlay/entries.py", "ENTRIES: Dict[str, Entry] = {"),
+          ("flashinfer/_nvfp4_overlay/compile_list.py", "COMPILE_LIST: Dict[str, Entry] = {"))
+ENTRIES = TABLES[0][0]
 LINES = ['# nvfp4-overlay: one opaque op while dynamo traces (flashinfer/_nvfp4_overlay/opaque.py)\n',
          '@__import__("flashinfer._nvfp4_overlay.opaque", fromlist=["route"]).route\n']
 PACKAGES = ("flashinfer", "flashinfer.fused_moe", "flashinfer.norm", "flashinfer.gemm")
 HEADER = """\
-Description: Route FlashInfer's FP4/MXFP8 quantize, GEMM, MoE and norm-quant entry points to opaque custom ops while dynamo traces
- Every entry point that overlay's entries.py routes and this release defines
+Description: Route FlashInfer's FP4/MXFP8 quantize, GEMM, MoE and norm-quant entry points, and its own compile list, to opaque custom ops while dynamo traces
+ Every entry point that overlay's entries.py and compile_list.py route and this release defines
  ({names})
  gets one decorator, _nvfp4_overlay.opaque.route, above its own: while
  torch.compiler.is_compiling(), a call becomes
@@ -47,22 +52,24 @@ Forwarded: no
 Last-Update: 2026-12-01
 
 """
-_TABLE_START = "ENTRIES: Dict[str, Entry] = {"
 _ENTRY = re.compile(r'^    "(\w+)": Entry\(', re.M)
 
 
 def routed_names(overlay_dir: Path) -> list[str]:
-    """The keys of the overlay's ENTRIES table, in order (read as text: the module imports torch)."""
-    path = overlay_dir / "flashinfer-python" / ENTRIES
-    try:
-        text = path.read_text(encoding="utf-8")
-        start = text.index(_TABLE_START)
-        table = text[start:text.index("\n}\n", start)]
-    except (OSError, ValueError) as exc:
-        msg = f"{path}: cannot read the overlay's table of routed entry points ({exc}); restore it from git"
-        raise ConfigError(msg, path=path, expected=f"a {_TABLE_START} ... }} table", found=str(exc),
-                          fix=f"git checkout -- {path}") from exc
-    return _ENTRY.findall(table)
+    """The keys of the overlay's tables of routed entry points, in order (read as text: the modules import torch)."""
+    names: list[str] = []
+    for file, start_line in TABLES:
+        path = overlay_dir / "flashinfer-python" / file
+        try:
+            text = path.read_text(encoding="utf-8")
+            start = text.index(start_line)
+            table = text[start:text.index("\n}\n", start)]
+        except (OSError, ValueError) as exc:
+            msg = f"{path}: cannot read the overlay's table of routed entry points ({exc}); restore it from git"
+            raise ConfigError(msg, path=path, expected=f"a {start_line} ... }} table", found=str(exc),
+                              fix=f"git checkout -- {path}") from exc
+        names += _ENTRY.findall(table)
+    return names
 
 
 def route_patch(files: Mapping[str, str], names: Sequence[str]) -> str:

@@ -125,7 +125,11 @@ def _render_trace(trace: dict[str, Any]) -> str:
     passed = [n for n, e in entries.items() if e.get("ok")]
     failed = [n for n, e in entries.items() if not e.get("ok")]
     text = f"{len(passed)} of {len(entries)} entry points trace with fullgraph=True in {trace.get('seconds')} s"
-    return text + (f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops")
+    text += f"; FAILED: {', '.join(failed)}" if failed else " through their opaque ops"
+    eager_only = trace.get("eager_only") or {}
+    if eager_only:  # FlashInfer's own compile list: docs/compile-list.md
+        text += f"; eager-only here: {', '.join(sorted(eager_only))} ({'; '.join(sorted(set(eager_only.values())))})"
+    return text
 
 
 def _render_launch(launch: dict[str, Any] | None) -> list[str]:

@@ -21,6 +21,7 @@ def cmd_list(ctx: Context) -> int:
                        "patches": [p.name for p in patches], "wheels": len(upstream.wheels), "built": built})
     remaining = _remaining_raw(ctx)
     conditional = _conditional_raw(ctx)
+    compile_list = _compile_list(ctx)
     document = {
         "default": stacks.default,
         "stacks": {s.name: [str(t) for t in s.targets] for s in stacks.ordered()},
@@ -28,6 +29,7 @@ def cmd_list(ctx: Context) -> int:
         "series": series,
         "remaining_raw": remaining,
         "conditional_raw": conditional,
+        "compile_list": compile_list,
     }
     lines = ["stacks:"]
     for stack in stacks.ordered():
@@ -40,8 +42,29 @@ def cmd_list(ctx: Context) -> int:
     for s in series:
         state = f"built: {', '.join(s['built'])}" if s["built"] else "not built"
         lines.append(f"  {s['target']} revision {s['revision']}, {len(s['patches'])} patches, {s['wheels']} wheels; {state}")
+    lines.append("FlashInfer's own compile list under torch.compile(fullgraph=True), patched (docs/compile-list.md):")
+    for run in compile_list:
+        span = run["releases"][0] if len(run["releases"]) == 1 else f"{run['releases'][0]}-{run['releases'][-1]}"
+        groups: dict[str, int] = {}
+        for name in run["compile_safe"]:
+            groups[name.split(".", 1)[0]] = groups.get(name.split(".", 1)[0], 0) + 1
+        lines.append(f"  flashinfer-python {span}: {len(run['compile_safe'])} compile-safe ("
+                     + ", ".join(f"{g} {n}" for g, n in groups.items()) + ")")
+        by_reason: dict[str, list[str]] = {}
+        for name, why in run["eager_only"].items():
+            by_reason.setdefault(why, []).append(name.split(".", 1)[1])  # rope.apply_rope -> apply_rope
+        for why, names in by_reason.items():
+            lines.append(f"    eager-only: {', '.join(names)}: {why}")
     ctx.emit(document, "\n".join(lines))
     return 0
+
+
+def _compile_list(ctx: Context) -> list[dict[str, Any]]:
+    """Per run of flashinfer-python releases alike, the compile list's compile-safe and eager-only
+    functions (patches/flashinfer-python/audit-compile-list.json, oracle/compile_table.py)."""
+    from ..oracle import compile_table
+
+    return compile_table.compile_safe(compile_table.load_table(ctx.patches_dir))
 
 
 def _remaining_raw(ctx: Context) -> dict[str, Any]:

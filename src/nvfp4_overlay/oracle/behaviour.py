@@ -22,6 +22,7 @@ from typing import Any
 
 from ..errors import OverlayError
 from ..patch import Target, load_upstream
+from ..probes.flashinfer import compile_cases
 from ..probes.flashinfer.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
 from ..wheel import WheelReader, build, fetch
 from . import oracle
@@ -30,6 +31,9 @@ from .oracle import TRACE_GPUS, eager_digest, gpu_keys
 from .probe_runner import unpack
 
 ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/flashinfer/cases.py)
+# The public names of FlashInfer's own compile list (probes/flashinfer/compile_cases.py), which the
+# compile-list probe holds the overlay to.
+COMPILE_LIST = frozenset(name.rsplit(".", 1)[1] for name in compile_cases.every_name())
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
 DEFAULT_GPUS = tuple(f"{g[0]}.{g[1]}" for g in TRACE_GPUS)
 
@@ -288,8 +292,10 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
 
 
 def routed(ladder: dict[str, Any]) -> list[str]:
-    """The entry points the overlay routes (its entries.py, as the patched tree has it)."""
-    return list(ladder["patched"].get("routed", []))
+    """The entry points the overlay routes (its entries.py, as the patched tree has it) that the ladder
+    holds it to: FlashInfer's own compile list (its compile_list.py) is the compile-list probe's
+    (oracle/compile_table.py)."""
+    return [name for name in ladder["patched"].get("routed", []) if name not in COMPILE_LIST]
 
 
 def _new_api_problems(target: Target, patches_dir: Path, source: fetch.Source, audit: Path) -> list[str]:

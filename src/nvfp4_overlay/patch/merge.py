@@ -121,6 +121,11 @@ class _Def:
     header: tuple[tuple[int, str], ...]
 
 
+def _is_overload(d: _Def) -> bool:
+    """A typing.overload stub: no body of its own, the name's definition is the def after it."""
+    return any(name in ("overload", "typing.overload") for _, name in d.header)
+
+
 def _defs(lines: Sequence[str]) -> tuple[_Def, ...] | None:
     return _parsed("".join(lines))
 
@@ -239,7 +244,8 @@ def _new_place(ins: _Insertion, was: _Place, base: Sequence[str], upstream: Sequ
         return None, "they sit above no function, so only a three-way merge can place them"
     if up_defs is None:
         return None, "upstream's file does not parse as Python here, so no function can be found in it"
-    same = [d for d in up_defs if d.name == was.owner.name]
+    # typing.overload stubs (single_decode_with_kv_cache's return_lse overloads) are no definition
+    same = [d for d in up_defs if d.name == was.owner.name and not _is_overload(d)]
     if not same:
         return None, f"upstream's file has no {was.owner.name}"
     if len(same) > 1:

@@ -131,3 +131,60 @@ TENSOR_OR_FLOAT = Codec("Tensor", _scale_code, _scale, lambda upstream, value: _
 # A parameter routed only when it is None (an object no schema carries: 0.7.4's routing_metadata).
 NONE_ONLY = Codec("int?", lambda upstream, value: None, lambda upstream, code: None,
                   lambda upstream, value: value is None)
+
+
+# top_k of the sampling functions: a tensor, or a host int, which travels as a 0-dim int64 CPU
+# tensor and comes back as the int (TENSOR_OR_FLOAT's way); a caller's own 0-dim int64 CPU tensor
+# takes upstream's path (it would come back an int).
+def _int_code(upstream: Mapping[str, Any], value: Any) -> Any:
+    import torch
+
+    return torch.tensor(value, dtype=torch.int64) if isinstance(value, int) else value
+
+
+def _int(upstream: Mapping[str, Any], code: Any) -> Any:
+    return int(code.item()) if _is_int_code(code) else code
+
+
+def _is_int_code(value: Any) -> bool:
+    import torch
+
+    return (isinstance(value, torch.Tensor) and value.dim() == 0 and value.dtype == torch.int64
+            and value.device.type == "cpu")
+
+
+def _is_count(value: Any) -> bool:
+    import torch
+
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or isinstance(value, torch.Tensor) and not _is_int_code(value)
+
+
+TENSOR_OR_INT = Codec("Tensor", _int_code, _int, lambda upstream, value: _is_count(value))
+
+
+# A sampling call's seed and offset: routed only as tensors (the generator state the kernel reads on
+# the device); an int, or None (the state drawn from a host generator), takes upstream's path.
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
+
+
+TENSOR_STATE = Codec("Tensor?", lambda upstream, value: value, lambda upstream, value: value,
+                     lambda upstream, value: _is_tensor(value))
+
+
+# single_prefill_with_kv_cache's kv_cache_sf (0.6.18 on): None, or a (k, v) pair of scale-factor
+# tensors, which travels as a list of two.
+TENSOR_PAIR_OR_NONE = Codec("Tensor[]?", lambda upstream, value: None if value is None else list(value),
+                            lambda upstream, value: None if value is None else tuple(value),
+                            lambda upstream, value: value is None or isinstance(value, tuple) and len(value) == 2
+                            and all(_is_tensor(v) for v in value))
+
+
+# The activations' out (``out: torch.Tensor = None``: annotated Tensor, defaulting to None): a tensor
+# or None, as the default says.
+TENSOR_OR_NONE = Codec("Tensor?", lambda upstream, value: value, lambda upstream, value: value,
+                       lambda upstream, value: value is None or _is_tensor(value))

@@ -1,21 +1,27 @@
 """nvfp4-overlay: what opaque.py needs about each routed entry point that its signature cannot say.
 
 One Entry per public function name, for every release that has it. The parameters, their order
-and their schema types come from the release's own signature; only these stay declarative:
+and their schema types come from the release's own signature. The op's fake is upstream's own
+function run with the JIT layer stood in for (faking.py), unless the entry names a hand-written one;
+what upstream returns is then read off its result (forms.py). Only these stay declarative:
 
-- returns: what upstream returns (results.py's Result): "(Tensor, Tensor)", "[output]" (a list holding the
+- fake: a function of fakes.py that returns what upstream's wrapper returns, for a wrapper that
+  cannot run as a fake (it reads a value from a tensor on the host, reads what a kernel returns,
+  keeps an allocation in a cache of its own, or compiles with a library outside FlashInfer's
+  loader: each entry says which); it names the parameters it reads, and only those;
+- returns: what upstream returns (results.py's Result), for a hand-written fake and for an op that
+  writes into a parameter (its form is fixed): "(Tensor, Tensor)", "[output]" (a list holding the
   parameter ``output`` when the caller passed one, else a fresh tensor), "out", "()" (nothing);
-  variants: parameter -> value -> what upstream returns instead when the call passes that value
-  (nvfp4_quantize's per_token_activation=True adds the per-token scales);
-- fake: the function of fakes.py that returns what upstream's wrapper returns; it names the
-  parameters it reads, and only those;
-- inert: the parameters the fake does not read because they do not shape the outputs (a scale,
-  PDL, a tactic hint); every other parameter of the release's signature must be read by the fake or
-  routed on, or the entry point is not routed;
-- since: parameters the fake reads that older releases lack, with the release that added them;
+  variants: parameter -> value -> what a hand-written fake's upstream returns instead when the call
+  passes that value (nvfp4_quantize's per_token_activation=True adds the per-token scales);
+- inert: the parameters a hand-written fake does not read because they do not shape the outputs (a
+  scale, PDL, a tactic hint); every other parameter of the release's signature must be read by the
+  fake or routed on, or the entry point is not routed;
+- since: parameters a hand-written fake reads that older releases lack, with the release that added them;
 - mutates: parameters upstream writes into (``out``, a residual): the op declares them mutated and
-  returns a fixed form (results.fixed_form); one upstream hands back that a call leaves None the
-  traced path allocates with the fake, so a mutating entry point has no variants;
+  returns a fixed form (results.fixed_form). One upstream hands back that a call leaves None: a
+  hand-written fake allocates it in the traced path; a derived one's call goes to a second op that
+  leaves it to upstream (ops.py). A mutating entry point has no variants;
 - routes: parameter -> the values that take the op while tracing (the others stay upstream's
   path, e.g. the experimental cute-dsl backend, whose outputs no fake here is proven for);
 - codecs: parameters whose values no schema type carries, with upstream's own encoding (codecs.py);
@@ -38,8 +44,8 @@ from .results import Result
 
 @dataclass(frozen=True)
 class Entry:
-    returns: str
-    fake: Callable[..., Any]
+    returns: Optional[str] = None
+    fake: Optional[Callable[..., Any]] = None
     inert: FrozenSet[str] = frozenset()
     since: Mapping[str, str] = field(default_factory=dict)
     mutates: FrozenSet[str] = frozenset()
@@ -94,11 +100,9 @@ def _cute_dsl_tma_rows(values: Mapping[str, Any]) -> bool:
     return getattr(layout, "name", None) == "layout_8x4" and a.numel() // a.shape[-1] >= 1024
 
 
+# Entries without a fake get upstream's own wrapper as theirs (faking.py). The others say why not.
 ENTRIES: Dict[str, Entry] = {
     "fp4_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.fp4_quantize,
-        inert=frozenset({"global_scale", "sf_use_ue8m0", "is_global_scale_inversed", "enable_pdl", "nvfp4_4over6"}),
         routes=_CUDA,
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
     ),
@@ -106,7 +110,9 @@ ENTRIES: Dict[str, Entry] = {
     # token with CuTe DSL): (fp4, scales), and per token a third tensor, the per-token scales. The
     # cuda per-token path reads the scale on the host (a_global_sf.item()): inside the op that runs
     # when the graph runs, not while dynamo traces; a host float scale travels as a tensor
-    # (TENSOR_OR_FLOAT). Upstream's path: do_shuffle=True (weight preparation: a row gather and
+    # (TENSOR_OR_FLOAT). Hand-written: the CuTe-DSL paths compile with CuTe DSL's own cute.compile
+    # up to 0.7.2 (outside FlashInfer's loader), and the per-token path reads a_global_sf on the
+    # host. Upstream's path: do_shuffle=True (weight preparation: a row gather and
     # block_scale_interleave), 0.7.1's backend="cake" and batch_invariant=True (other programs), and the
     # CuTe-DSL 8x4 layout of 1024 rows or more before 0.7.4 (its TMA kernel, chosen by an
     # environment variable, pads the rows to 16 there).
@@ -124,6 +130,7 @@ ENTRIES: Dict[str, Entry] = {
         when=lambda values: not _cute_dsl_tma_rows(values),
     ),
     # CuTe DSL only (0.6.16 on): the SwiGLU of (..., 2k) then NVFP4, (fp4 (m, k/2), scales).
+    # Hand-written: up to 0.7.2 it compiles with CuTe DSL's own cute.compile, outside FlashInfer's loader.
     "silu_and_mul_nvfp4_quantize": Entry(
         returns="(Tensor, Tensor)",
         fake=fakes.silu_and_mul_nvfp4_quantize,
@@ -131,36 +138,25 @@ ENTRIES: Dict[str, Entry] = {
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
     ),
     "nvfp4_batched_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.nvfp4_batched_quantize,
-        inert=frozenset({"a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={"a": "Tensor", "a_global_sf": "Tensor?", "sf_vec_size": "int"},
     ),
     "scaled_fp4_grouped_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.scaled_fp4_grouped_quantize,
-        inert=frozenset({"mask", "a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={**_TENSORS, "a_global_sf": "Tensor"},
     ),
     "silu_and_mul_scaled_nvfp4_experts_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.silu_and_mul_scaled_nvfp4_experts_quantize,
-        inert=frozenset({"mask", "a_global_sf", "nvfp4_4over6"}),
         codecs={"nvfp4_4over6": NVFP4_4OVER6},
         types={**_TENSORS, "a_global_sf": "Tensor?"},
     ),
     "nvfp4_kv_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.nvfp4_kv_quantize,
-        inert=frozenset({"global_scale", "skip_check"}),
         hidden={"skip_check": ("bool", False)},
     ),
     # The paged KV cache (0.6.7 on): ((k_fp4, v_fp4), (k_scales, v_scales), 1 / k_global_sf,
     # 1 / v_global_sf), the last two host floats. The op takes the whole body: the amax and its host
     # read when no global scale is given, both fp4_quantize calls, the V-scale swizzle; the wrapper
-    # reads the two floats off the op's outputs, as upstream reads them off its scales.
+    # reads the two floats off the op's outputs, as upstream reads them off its scales. Hand-written:
+    # upstream reads the amax (and its global scales) on the host, which a fake tensor does not hold.
     "nvfp4_quantize_paged_kv_cache": Entry(
         returns="((Tensor, Tensor), (Tensor, Tensor), float, float)",
         fake=fakes.nvfp4_quantize_paged_kv_cache,
@@ -168,19 +164,11 @@ ENTRIES: Dict[str, Entry] = {
     ),
     # A CPU tensor takes upstream's host branch (another kernel, another allocation): not routed.
     "mxfp8_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.mxfp8_quantize,
-        inert=frozenset({"enable_pdl"}),
-        since={"sf_swizzle_layout": "0.6.7"},
         routes=_CUDA,
         codecs={"sf_swizzle_layout": SF_LAYOUT_OR_NONE},
         when=lambda values: values["input"].device.type != "cpu",
     ),
     "mxfp4_quantize": Entry(
-        returns="(Tensor, Tensor)",
-        fake=fakes.mxfp4_quantize,
-        inert=frozenset({"enable_pdl"}),
-        since={"sfLayout": "0.6.16"},
         routes=_CUDA,
         codecs={"sfLayout": SF_LAYOUT},
         types={"a": "Tensor"},
@@ -190,6 +178,8 @@ ENTRIES: Dict[str, Entry] = {
     # rows of its results depend on the routing and the tactic's tile: a data-dependent shape),
     # gemm1_lora_delta (two more outputs sized by the kernel), 0.7.4's routing_metadata (an object
     # no schema carries). The AutoTuner's choice and the cubin loader run when the op runs.
+    # Hand-written: the wrapper loads its kernels through the cubin loader (trtllm-gen) and asks the
+    # AutoTuner, which reads what the runner's kernels return.
     "trtllm_fp4_block_scale_moe": Entry(
         returns="[output]",
         fake=fakes.trtllm_fp4_block_scale_moe,
@@ -214,7 +204,8 @@ ENTRIES: Dict[str, Entry] = {
     # SM100, SM103, SM120 modules): four tensors, the caller's output or a fresh one, and three the
     # wrapper allocates for the min-latency mode. Upstream's path: min_latency_mode (upstream
     # refuses it before any kernel) and 0.7.1's backend="cake" (another program). The module build,
-    # the AutoTuner's two GEMM tactics and the launch run when the op runs.
+    # the AutoTuner's two GEMM tactics and the launch run when the op runs. Hand-written: the wrapper
+    # builds its runner with a call into the module (module.init) and runs what that returns.
     "cutlass_fused_moe": Entry(
         returns="[output, Tensor, Tensor, Tensor]",
         fake=fakes.cutlass_fused_moe,
@@ -237,21 +228,19 @@ ENTRIES: Dict[str, Entry] = {
     # it runs): a host float travels as TENSOR_OR_FLOAT does, so both forms are routed everywhere.
     "rmsnorm_quant": Entry(
         returns="()",
-        fake=fakes.nothing,
-        inert=frozenset({"out", "input", "weight", "scale", "eps", "enable_pdl"}),
         mutates=frozenset({"out"}),
         codecs={"scale": TENSOR_OR_FLOAT},
     ),
     "fused_add_rmsnorm_quant": Entry(
         returns="()",
-        fake=fakes.nothing,
-        inert=frozenset({"out", "input", "residual", "weight", "scale", "eps", "enable_pdl"}),
         mutates=frozenset({"out", "residual"}),
         codecs={"scale": TENSOR_OR_FLOAT},
     ),
     # The GEMM: `out` when the caller passes it (written in place and handed back), else a fresh
     # (m, n) tensor of out_dtype. backend_requirement's checks, the backend heuristic, the runners
-    # and the AutoTuner's tactic all run when the graph executes.
+    # and the AutoTuner's tactic all run when the graph executes. Hand-written: the wrapper keeps its
+    # workspace in a cache of its own (utils._get_stream_cache_buf, a module-level dict), which a
+    # fake's allocation would stay in, and the trtllm backend loads through the cubin loader.
     "mm_fp4": Entry(
         returns="out",
         fake=fakes.mm_fp4,
@@ -265,7 +254,10 @@ ENTRIES: Dict[str, Entry] = {
     # Outside FP4, the two GEMMs SGLang calls inside its compiled regions: the FP8 block-scale GEMM
     # of the FP8 linear layer (SM90 alone; upstream refuses every other GPU before any kernel) and
     # GPT-OSS's small BF16 GEMM, which writes into `out`. The DeepGEMM runner's JIT build, its
-    # workspace and the launch run when the op runs.
+    # workspace and the launch run when the op runs. Both are hand-written: fp8_blockscale_gemm_sm90's
+    # wrapper sizes its workspace from what the runner returns (get_workspace_size); tinygemm_bf16's
+    # picks its program by the inputs' addresses (data_ptr() % 16, 0.7.4's SM100 path), which a fake
+    # tensor does not have.
     "fp8_blockscale_gemm_sm90": Entry(
         returns="out",
         fake=fakes.fp8_blockscale_gemm_sm90,
@@ -281,3 +273,8 @@ ENTRIES: Dict[str, Entry] = {
     ),
 }
 
+
+# FlashInfer's own compile list (compile_list.py), routed the same way; it needs Entry, defined above.
+from .compile_list import COMPILE_LIST  # noqa: E402
+
+ENTRIES.update(COMPILE_LIST)

@@ -1,16 +1,17 @@
-"""nvfp4-overlay: the outputs of each routed entry point, allocated as upstream's wrapper does.
+"""nvfp4-overlay: the hand-written fakes, for the routed entry points whose wrapper cannot run as its own fake.
 
-A fake takes, by name, the parameters of the entry point that it reads (no others: entries.py
-declares the rest as not shaping the outputs, and opaque.py refuses to route a release whose
-signature has a parameter that neither names; enums decoded to the release's own members) and
-returns empty tensors with the shapes, strides and
-dtypes that upstream's public function and the inner op it calls (``fp4_quantize_sm100`` and its
-kin) produce when the kernel writes nothing: the permuted views of the grouped and experts
-quantizers included. A refusal upstream makes before the kernel is made here too where the
-allocation depends on it; any other refusal happens when the graph runs, in upstream's code.
-tests/releases/test_trace_flashinfer.py holds each fake to upstream's wrapper run with a no-op kernel, for
-every carried release and layout. Where upstream's allocation changed between releases, the
-release that changed it is named here (RELEASE is the upstream release this wheel was built from).
+Most entry points' fake is upstream's wrapper itself (faking.py); entries.py names the few that are
+written here, each with its reason (a value read on the host, a kernel's answer read back, a cache
+of upstream's own, a library's compiler). A fake takes, by name, the parameters of the entry point
+that it reads (no others: entries.py declares the rest as not shaping the outputs, and opaque.py
+refuses to route a release whose signature has a parameter that neither names; enums decoded to the
+release's own members) and returns empty tensors with the shapes, strides and dtypes that upstream's
+public function and the inner op it calls produce when the kernel writes nothing. A refusal upstream
+makes before the kernel is made here too where the allocation depends on it; any other refusal
+happens when the graph runs, in upstream's code. The trace ladder and the explored space
+(tests/releases/test_trace_flashinfer.py) hold each fake to upstream's wrapper run with a no-op kernel,
+for every carried release. Where upstream's allocation changed between releases, the release that
+changed it is named here (RELEASE is the upstream release this wheel was built from).
 """
 
 from typing import Any, List, Tuple
@@ -42,7 +43,7 @@ def _round_up(x: int, y: int) -> int:
     return (x + y - 1) // y * y
 
 
-def fp4_quantize(
+def fp4_quantize(  # fp4_quantize's cuda path, as nvfp4_quantize and the paged KV cache call it
     input: torch.Tensor,
     sf_vec_size: int = 16,
     is_sf_swizzled_layout: bool = True,
@@ -138,54 +139,6 @@ def silu_and_mul_nvfp4_quantize(
     return _cute_dsl_outputs(input, input.numel() // input.shape[-1], k, layout)
 
 
-def mxfp4_quantize(
-    a: torch.Tensor,
-    sfLayout: Any = None,  # noqa: N803 - upstream's name
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    # fp4_quantize(a.cuda(), <global scale>, 32, True, <layout>); sfLayout from 0.6.16, 128x4 before.
-    layout = _layout(sfLayout, "layout_128x4")
-    return fp4_quantize(a.cuda(), sf_vec_size=32, is_sf_swizzled_layout=layout != "layout_linear",
-                        is_sf_8x4_layout=layout == "layout_8x4")
-
-
-def nvfp4_batched_quantize(a: torch.Tensor, sf_vec_size: int = 16) -> Tuple[torch.Tensor, torch.Tensor]:
-    b, m, k = a.shape
-    x_q = a.new_empty((b, m, k // 2), dtype=torch.uint8)
-    sf = a.new_empty((b, _round_up(m, 128) * _round_up(k // sf_vec_size, 4)), dtype=torch.uint8)
-    return x_q, sf
-
-
-def _experts(input: torch.Tensor, k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """scaled_fp4_grouped_quant_sm100 and silu_and_mul_scaled_nvfp4_experts_quantize_sm100: the
-    (l, m, k // 2) values seen as (m, k // 2, l), the int32 scale buffer seen as float8_e4m3fn
-    (32, 4, padded_m // 128, 4, padded_k // 4, l); both permuted views of fresh buffers."""
-    l, m = input.shape[0], input.shape[1]
-    assert k % 16 == 0, f"k must be multiple of 16, but got {k}."
-    padded_k = _round_up(k // 16, 4)
-    padded_m = _round_up(m, 128)
-    x_q = input.new_empty((l, m, k // 2), dtype=torch.uint8).permute(1, 2, 0)
-    sf = input.new_empty((l, padded_m, padded_k // 4), dtype=torch.int32).view(torch.float8_e4m3fn)
-    sf = sf.view(l, padded_m // 128, padded_k // 4, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
-    return x_q, sf
-
-
-def scaled_fp4_grouped_quantize(a: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    l, m, k = a.shape
-    return _experts(a, k)
-
-
-def silu_and_mul_scaled_nvfp4_experts_quantize(a: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    l, m, k_by_2 = a.shape  # gate half, then up half
-    return _experts(a, k_by_2 // 2)
-
-
-def nvfp4_kv_quantize(input: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-    m, k = input.shape
-    if k % 16 != 0:
-        raise ValueError(f"K dimension ({k}) must be divisible by 16")
-    return input.new_empty((m, k // 2), dtype=torch.uint8), input.new_empty((m, k // 16), dtype=torch.uint8)
-
-
 def nvfp4_quantize_paged_kv_cache(
     k_cache: torch.Tensor, v_cache: torch.Tensor, kv_layout: str = "HND",
 ) -> Tuple[Tuple[torch.Tensor, torch.Tensor], Tuple[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor]:
@@ -211,30 +164,8 @@ def nvfp4_quantize_paged_kv_cache(
     return (packed[0], packed[1]), (scales[0], scales[1].contiguous()), host, torch.empty_like(host)
 
 
-def mxfp8_quantize(
-    input: torch.Tensor,
-    is_sf_swizzled_layout: bool = True,
-    alignment: int = 32,
-    sf_swizzle_layout: Any = None,
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    # mxfp8_quantize_sm100's CUDA branch (routed only for tensors that are not on the CPU). The
-    # layout: sf_swizzle_layout from 0.6.7, else 128x4 or linear by is_sf_swizzled_layout.
-    assert input.shape[-1] % 32 == 0
-    layout = _layout(sf_swizzle_layout, "layout_128x4" if is_sf_swizzled_layout else "layout_linear")
-    k = input.shape[-1]
-    m = input.numel() // k
-    padded_k = _round_up(k, alignment)
-    x_q = input.new_empty((*input.shape[:-1], padded_k), dtype=torch.float8_e4m3fn)
-    if layout == "layout_linear":
-        sf_size = m * padded_k // 32
-    else:
-        sf_size = _round_up(m, 8 if layout == "layout_8x4" else 128) * _round_up(padded_k // 32, 4)
-    return x_q, input.new_empty((sf_size,), dtype=torch.uint8)
-
-
 def nothing() -> None:
-    """rmsnorm_quant, fused_add_rmsnorm_quant, tinygemm_bf16: they write into `out` (and the residual)
-    and return None."""
+    """tinygemm_bf16: it writes into `out` and returns None."""
     return None
 
 

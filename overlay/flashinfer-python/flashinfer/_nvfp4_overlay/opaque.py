@@ -2,10 +2,12 @@
 
 Patch 0002 puts ``@route`` on each routed entry point (one line above its ``def``). Eager callers
 get upstream's function unchanged, behind one ``torch.compiler.is_compiling()`` check. While dynamo
-traces, the call becomes one ``torch.ops.nvfp4_overlay.flashinfer_<name>`` node: dynamo asks the
-op's fake (fakes.py) for the outputs and never enters the JIT loader (nvcc, file locks, dlopen) or
-the kernel wrapper; when the compiled graph runs, the op calls upstream's function with every
-argument it was given.
+traces, the call becomes one ``torch.ops.nvfp4_overlay.flashinfer_<name>`` node (ops.py): dynamo asks
+the op's fake for the outputs and never enters the JIT loader (nvcc, file locks, dlopen) or the
+kernel wrapper itself; when the compiled graph runs, the op calls upstream's function with every
+argument it was given. The fake is upstream's function too, run with the JIT layer stood in for
+(faking.py), its result's form read off what it returns (forms.py), unless entries.py names one
+written by hand (fakes.py), for a wrapper that cannot run that way.
 
 The op is built from what the release itself says: its schema from the upstream signature (every
 parameter, in order, keyword-only ones too), so a parameter upstream adds reaches the op with no
@@ -16,23 +18,26 @@ upstream leaves unannotated, and keywords a decorator of upstream's takes beyond
 would receive them (a float where the schema holds a Tensor, an int where upstream compares
 against its own enum) takes upstream's path.
 
-What upstream returns is declared in entries.py (``returns``): fresh tensors, or a parameter
-upstream hands back when the caller passed one (``out=``, ``output=``). The op returns the fresh
+For a hand-written fake and for an op that writes into a parameter, what upstream returns is
+declared in entries.py (``returns``): fresh tensors, or a parameter upstream hands back when the
+caller passed one (``out=``, ``output=``). The op returns the fresh
 tensors only (an op's output may not alias its input) and writes in place into the parameters
 entries.py says it mutates (``mutates``: ``out``, a residual), declared in its schema; the wrapper
 puts upstream's result back together. An op that mutates nothing returns ``Tensor[]`` (a variant
 may add a tensor). An op that mutates a parameter returns a fixed form (``()``, ``Tensor``, a tuple):
 AOT autograd's functionalization (inductor, aot_eager) refuses a mutating custom op that returns
-``Tensor[]``. So that its count is fixed, the op always receives the parameter upstream hands back:
-for a call that leaves it None, the traced path allocates it with the entry's fake, which allocates
-as upstream's wrapper does (tests/releases/test_trace_flashinfer.py holds it to that), and upstream's
-function, when the graph runs, writes into it (upstream's own check of a given ``out`` passes).
-The fake reads only the parameters it names; every other parameter of the signature must be
-declared in entries.py as not shaping the outputs (``inert``), or the entry point is not routed (a
-parameter a new release adds is a refusal, never passed by silently).
+``Tensor[]``. So that its count is fixed, a hand-written fake's op always receives the parameter
+upstream hands back: for a call that leaves it None, the traced path allocates it with the fake,
+which allocates as upstream's wrapper does (tests/releases/test_trace_flashinfer.py holds it to
+that), and upstream's function, when the graph runs, writes into it (upstream's own check of a given
+``out`` passes); a derived fake's entry point sends that call to a second op, which leaves the
+allocation to upstream (ops.py). A hand-written fake reads only the parameters it names; every other
+parameter of the signature must be declared in entries.py as not shaping the outputs (``inert``),
+or the entry point is not routed (a parameter a new release adds is a refusal, never passed by
+silently); a derived fake reads them all.
 
 What dynamo traces of a routed call is a function written for the entry point when it is routed
-(_traced_path): it binds the call by upstream's signature and checks, encodes and reassembles with
+(traced.py): it binds the call by upstream's signature and checks, encodes and reassembles with
 no Python call of its own, so that tracing a call costs what the op costs (dynamo inlines every
 call a traced function makes, at milliseconds each: a generic binder cost about 170 ms a call).
 """
@@ -47,12 +52,13 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from packaging.version import Version
 
+from . import ops
 from .entries import ENTRIES, Entry
-from .results import _parse, fixed_form, schema_returns, shaped
 from .fakes import RELEASE
-
-NAMESPACE = "nvfp4_overlay"
-_ops: Dict[str, Any] = {}  # entry point name -> its custom op, one per process
+from .traced import UPSTREAM as _UPSTREAM
+from .traced import is_tensor as _is_tensor
+from .traced import is_tensor_or_none as _is_tensor_or_none
+from .traced import traced_path as _traced_path
 
 _SCHEMA_TYPES = {torch.Tensor: "Tensor", int: "int", float: "float", bool: "bool", str: "str",
                  torch.dtype: "ScalarType", torch.device: "Device"}
@@ -83,6 +89,9 @@ class _Plan:
     accepts: Mapping[str, Callable[[Any], bool]]  # per parameter: can the op carry this value?
     op: Any
     form: Optional[int] = None  # a mutating op: how many tensors it returns (None: Tensor[], any number)
+    types: Tuple[str, ...] = ()  # each parameter's schema type, in names' order
+    fresh_op: Any = None  # a derived fake's mutating op for a call that leaves out (what upstream hands back) None
+    fresh_form: Optional[int] = None
 
     def wrapper(self) -> Callable[..., Any]:
         fn, traced = self.fn, _traced_path(self)
@@ -101,139 +110,6 @@ class _Plan:
         # The path a call takes while compiling, for a check to run under FakeTensorMode without dynamo.
         routed.__nvfp4_overlay_traced__ = traced  # type: ignore[attr-defined]
         return _Live(routed, fn) if self.entry.live_attributes else routed
-
-
-class _Upstream:
-    """What the traced path returns for a call the op does not take (upstream's path)."""
-
-    def __repr__(self) -> str:
-        return "<upstream's path>"
-
-
-_UPSTREAM = _Upstream()
-_PREFIX = "_nvfp4_"  # the generated function's own names; no parameter of upstream's may start so
-
-
-def _traced_path(plan: _Plan) -> Callable[..., Any]:
-    """The path a call takes while dynamo traces, written out for this entry point's signature.
-
-    Dynamo inlines every Python call the traced path makes, each at a cost of milliseconds (a
-    generic binder, its generator expressions and the result's parser cost about 170 ms of tracing
-    a call): this function binds the call by its own signature (upstream's, every required
-    parameter defaulted to a marker), checks the routed values, the types the op takes and
-    entries.py's condition in the order the entry gives them, allocates with the fake a parameter a
-    mutating op hands back that the call left None, calls the op with each value encoded, and puts
-    upstream's result back together, with no call but the codecs', the condition's, the fake's (that
-    allocation) and the op's. It returns _UPSTREAM for a call the op does not take: a value it
-    cannot carry, a parameter missing, one too many, or a keyword upstream does not know. Written
-    as source and compiled once when the entry point is routed, as dataclasses writes __init__: no
-    library writes a function for a signature.
-    """
-    fn, entry, names = plan.fn, plan.entry, plan.names
-    if any(n.startswith(_PREFIX) for n in names):
-        raise TypeError(f"a parameter named {_PREFIX}*: the traced path's own names")
-    scope: Dict[str, Any] = {f"{_PREFIX}UPSTREAM": _UPSTREAM, f"{_PREFIX}MISSING": _MISSING,
-                             f"{_PREFIX}op": plan.op, f"{_PREFIX}when": entry.when}
-    signature = inspect.signature(fn)
-    params, slash, star, required = [], False, False, []
-    for p in signature.parameters.values():
-        default = plan.defaults.get(p.name, _MISSING)
-        if default is _MISSING:
-            required.append(p.name)
-        scope[f"{_PREFIX}d_{p.name}"] = default
-        if p.kind is p.POSITIONAL_ONLY:
-            slash = True
-        elif slash:
-            params.append("/")
-            slash = False
-        if p.kind is p.KEYWORD_ONLY and not star:
-            params.append(f"*{_PREFIX}rest")
-            star = True
-        params.append(f"{p.name}={_PREFIX}d_{p.name}")
-    if slash:
-        params.append("/")
-    if not star:
-        params.append(f"*{_PREFIX}rest")
-    for name in names[len(signature.parameters):]:  # the decorators' keywords (entries.py hidden)
-        scope[f"{_PREFIX}d_{name}"] = plan.defaults[name]
-        params.append(f"{name}={_PREFIX}d_{name}")
-    params.append(f"**{_PREFIX}extra")
-    refuse = f"return {_PREFIX}UPSTREAM"
-    body = [f"if {_PREFIX}rest or {_PREFIX}extra:", f"    {refuse}"]
-    body += [line for n in required for line in (f"if {n} is {_PREFIX}MISSING:", f"    {refuse}")]
-    for i, (name, values) in enumerate(entry.routes.items()):
-        if name in names:
-            scope[f"{_PREFIX}routes_{i}"] = values
-            body += [f"if {name} not in {_PREFIX}routes_{i}:", f"    {refuse}"]
-    for name, ok in plan.accepts.items():
-        if ok is _is_tensor:
-            test = f"isinstance({name}, {_PREFIX}Tensor)"
-        elif ok is _is_tensor_or_none:
-            test = f"{name} is None or isinstance({name}, {_PREFIX}Tensor)"
-        else:
-            scope[f"{_PREFIX}accepts_{name}"] = ok
-            test = f"{_PREFIX}accepts_{name}({name})"
-        body += [f"if not ({test}):", f"    {refuse}"]
-    scope[f"{_PREFIX}Tensor"] = torch.Tensor
-    if entry.when is not None:
-        values = ", ".join(f"{n!r}: {n}" for n in names)
-        body += [f"if not {_PREFIX}when({{{values}}}):", f"    {refuse}"]
-    allocated = plan.entry.result.handed_back(names) if plan.form is not None else {}
-    if allocated:
-        scope[f"{_PREFIX}fake"] = entry.fake
-        reads = ", ".join(f"{n}={n}" for n in inspect.signature(entry.fake).parameters if n in names)
-        for name, where in allocated.items():
-            body += [f"if {name} is None:",
-                     f"    {name} = {_PREFIX}fake({reads}){''.join(f'[{i}]' for i in where)}"]
-    arguments = []
-    for name in names:
-        if name in plan.encode:
-            scope[f"{_PREFIX}encode_{name}"] = plan.encode[name]
-            arguments.append(f"{_PREFIX}encode_{name}({name})")
-        else:
-            arguments.append(name)
-    call = f"{_PREFIX}op({', '.join(arguments)})"
-    body += ([call, f"{_PREFIX}fresh = ()"] if plan.form == 0 else [f"{_PREFIX}fresh = ({call},)"] if plan.form == 1
-             else [f"{_PREFIX}fresh = {call}"])
-    for i, (name, by_value) in enumerate(entry.variants.items()):  # Entry.result_for, in its order
-        if name not in names:
-            continue
-        for j, (value, returns) in enumerate(by_value.items()):
-            scope[f"{_PREFIX}variant_{i}_{j}"] = frozenset([value])
-            body += [f"if {name} in {_PREFIX}variant_{i}_{j}:",
-                     *("    " + line for line in _assembled(returns, names, allocated))]
-    body += _assembled(entry.returns, names, allocated)
-    source = (f"def {_PREFIX}traced({', '.join(params)}):\n" + "".join(f"    {line}\n" for line in body))
-    code = compile(source, f"<nvfp4-overlay: the traced path of {fn.__name__}>", "exec")
-    exec(code, scope)  # noqa: S102 - our own source, written above from the signature and entries.py
-    traced: Callable[..., Any] = scope[f"{_PREFIX}traced"]
-    traced.__nvfp4_overlay_source__ = source  # type: ignore[attr-defined]
-    return traced
-
-
-_MISSING = inspect.Parameter.empty  # a required parameter's default in the traced path
-
-
-def _assembled(returns: str, names: Sequence[str], allocated: Mapping[str, Any]) -> List[str]:
-    """The lines that return upstream's result from the op's fresh tensors (Result.assemble, written out)."""
-    tree = _parse(returns)
-    if tree == ("tuple", ()):
-        return ["return None"]
-    expression = _expression(tree, names, allocated)
-    return [f"{_PREFIX}tensors = iter({_PREFIX}fresh)", f"return {expression}"]
-
-
-def _expression(node: Any, names: Sequence[str], allocated: Mapping[str, Any]) -> str:
-    if isinstance(node, tuple):
-        items = [_expression(child, names, allocated) for child in node[1]]
-        return f"({''.join(i + ', ' for i in items)})" if node[0] == "tuple" else f"[{', '.join(items)}]"
-    if node == "float":
-        return f"next({_PREFIX}tensors).item()"  # upstream's own host read, made after the op
-    if node in allocated:  # the caller's, or what the traced path allocated for the op to write into
-        return node
-    if node != "Tensor" and node in names:  # a parameter handed back when the caller passed one
-        return f"({node} if {node} is not None else next({_PREFIX}tensors))"
-    return f"next({_PREFIX}tensors)"
 
 
 class _Live(functools.partial):  # type: ignore[type-arg]
@@ -300,18 +176,9 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
     for n, t in zip(names, types):  # a tensor parameter takes a tensor; a codec's own check stands
         if n not in codecs and t.startswith("Tensor") and not t.rstrip("?").endswith("[]"):
             accepts[n] = _is_tensor_or_none if t.endswith("?") else _is_tensor
-    form = fixed_form(entry.result, names, entry.mutates, bool(entry.variants))
-    schema = f"({', '.join(f'{t} {n}' for t, n in zip(types, names))}) -> {schema_returns(form)}"
-    op = _ops.get(fn.__name__) or _define(fn, entry, tuple(names), schema, decode, form)
-    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op, form)
-
-
-def _is_tensor(value: Any) -> bool:
-    return isinstance(value, torch.Tensor)
-
-
-def _is_tensor_or_none(value: Any) -> bool:
-    return value is None or isinstance(value, torch.Tensor)
+    op, form, fresh_op, fresh_form = ops.defined(fn, entry, names, types, decode)
+    return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op, form, tuple(types),
+                 fresh_op, fresh_form)
 
 
 def _mutable(schema_type: str, index: int) -> str:
@@ -322,10 +189,20 @@ def _mutable(schema_type: str, index: int) -> str:
 def disagreements(entry: Entry, names: Sequence[str], release: Version) -> List[str]:
     """Where the fake and the release's signature (names: its parameters and hidden keywords) disagree.
 
-    Every parameter the fake reads is in the signature, unless entries.py says the release is older
-    than the one that added it (``since``); every parameter of the signature is read by the fake,
-    routed on (``routes``) or declared as not shaping the outputs (``inert``).
+    A hand-written fake: every parameter it reads is in the signature, unless entries.py says the
+    release is older than the one that added it (``since``); every parameter of the signature is read
+    by the fake, routed on (``routes``) or declared as not shaping the outputs (``inert``). A fake
+    derived from upstream's wrapper reads every parameter, and upstream's result says what it returns:
+    entries.py declares none of that for it, and an op that writes into a parameter has a fixed form
+    (results.fixed_form) that only a declared result gives.
     """
+    if entry.fake is None:
+        stale = [f for f in ("inert", "since", "variants") if getattr(entry, f)]
+        if bool(entry.mutates) != (entry.returns is not None):
+            stale.append("returns" if entry.returns is not None else "mutates without returns")
+        return [f"entries.py declares {', '.join(stale)} for an entry point whose fake is upstream's own wrapper "
+                "(faking.py), which reads every parameter and whose result says what it returns (only an op that "
+                "writes into a parameter declares its fixed form): drop them, or name a hand-written fake"] if stale else []
     reads = [p for p in inspect.signature(entry.fake).parameters]
     problems = [f"the fake reads {p!r}, which this release's signature lacks" for p in reads
                 if p not in names and not (p in entry.since and release < Version(entry.since[p]))]
@@ -346,28 +223,6 @@ def takes_keyword(fn: Callable[..., Any], name: str) -> bool:
             return True
         fn = fn.__wrapped__
     return False
-
-
-def _define(fn: Callable[..., Any], entry: Entry, names: Tuple[str, ...], schema: str,
-            decode: Mapping[str, Callable[[Any], Any]], form: Optional[int]) -> Any:
-    reads = tuple(inspect.signature(entry.fake).parameters)
-
-    def real(*values: Any) -> Any:
-        # Runs when the graph executes, where is_compiling() is False: upstream's own body.
-        given = {n: decode[n](v) if n in decode else v for n, v in zip(names, values)}
-        return shaped(form, entry.result_for(given).fresh(given, fn(**given)))
-
-    def fake(*values: Any) -> Any:
-        # Only what the fake reads is decoded: a codec may read a value (a host scale's .item())
-        # that a fake tensor does not hold.
-        given = {n: decode[n](v) if n in decode and n in reads else v for n, v in zip(names, values)}
-        return shaped(form, entry.result_for(given).fresh(given, entry.fake(**{n: given[n] for n in reads if n in given})))
-
-    op = torch.library.custom_op(f"{NAMESPACE}::flashinfer_{fn.__name__}", real,
-                                 mutates_args=tuple(n for n in names if n in entry.mutates), schema=schema)
-    op.register_fake(fake)
-    _ops[fn.__name__] = op
-    return op
 
 
 def _schema_type(hint: Any, name: str) -> str:

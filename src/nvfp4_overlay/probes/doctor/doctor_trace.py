@@ -4,7 +4,8 @@ First the environment's facts (probes/doctor/doctor_env.py): the interpreter, th
 with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
 the installed FlashInfer routes (where its route decorators sit, flashinfer.gemm's included; for an
 unpatched one, the FP4/MXFP8 entry points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
-table of probes/flashinfer/cases.py; the report names each one that fails.
+table of probes/flashinfer/cases.py (FlashInfer's own compile list: the first case of
+probes/flashinfer/compile_cases.py that routes); the report names each one that fails.
 
 Prints one JSON line per fact as soon as it is known ({"python": ...}, {"distributions": ...},
 {"gpu": ...}, {"import": ...}, {"trace": ...}), so a crash or a hang in the trace still leaves the
@@ -68,12 +69,23 @@ def routed_entries(flashinfer: Any) -> dict[str, Any]:
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     """torch.compile(fullgraph=True) over one call of each routed entry point: the graph, the processes."""
-    from nvfp4_overlay.probes.flashinfer import cases
+    from nvfp4_overlay.probes.flashinfer import cases, compile_cases
 
     sys.addaudithook(WATCHED.audit)
     entries: dict[str, Any] = {}
+    eager_only: dict[str, str] = {}  # routed functions of the compile list no call of which routes in this release
     for name, fn in routed_entries(flashinfer).items():
         made = next(iter(cases.cases(name, fn, quick=True)), None)
+        if made is None:  # FlashInfer's own compile list: its first case that routes, made on the device
+            release = flashinfer.__version__.split("+")[0]
+            why = compile_cases.eager_only(name, release)
+            if why is not None:
+                eager_only[name] = why
+                continue
+            made = compile_cases.routed_case(name, release)
+            if made is not None:
+                with torch.device(device):
+                    made = made[0], _made(made[1](torch))
         if made is None:
             entries[name] = {"ok": False, "error": "no case to call it with"}
             continue
@@ -81,12 +93,18 @@ def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
         args = tuple(a.to(device) if isinstance(a, torch.Tensor) and a.device.type == "cpu" else a for a in args)
         entries[name] = trace_one(torch, lambda *a, fn=fn, kwargs=kwargs: fn(*a, **kwargs), args)
     failed = [n for n, e in entries.items() if not e["ok"]]
-    result: dict[str, Any] = {"ok": bool(entries) and not failed, "entries": entries, "failed": failed}
+    result: dict[str, Any] = {"ok": bool(entries) and not failed, "entries": entries, "failed": failed,
+                              "eager_only": eager_only}
     if failed:
         result["error"] = entries[failed[0]]["error"]
     elif not entries:
         result["error"] = "flashinfer has none of the entry points to check"
     return result
+
+
+def _made(inputs: Any) -> Any:
+    """A case's inputs, made once, as a case table's make."""
+    return lambda torch: inputs
 
 
 # The processes started while dynamo traces (doctor counts no file), heard by one hook (trace installs it)
@@ -173,6 +191,9 @@ def run_trace(torch: Any, flashinfer: Any, fakes: list[str], start: float) -> di
         # mirror them; with no GPU the tensors stay where they are.
         torch.Tensor.cuda = lambda self, *a, **k: self
         fakes.append("Tensor.cuda()=identity")
+        # bmm_fp8's runner (its fake is upstream's wrapper) asks for the cuBLAS handle, which a CPU build refuses
+        torch.cuda.current_blas_handle = lambda: 0
+        fakes.append("current_blas_handle()=0")
     result = trace(torch, flashinfer, "cuda" if available else "cpu")
     result.update(faked=fakes, flashinfer=getattr(flashinfer, "__version__", None),
                   capability=list(torch.cuda.get_device_capability(0)) if available else list(FAKE_CAPABILITY),

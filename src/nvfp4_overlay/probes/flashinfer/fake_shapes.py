@@ -127,7 +127,9 @@ def fake_outputs(traced: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._pytree import tree_map
 
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    # As dynamo makes its fake tensors: an address read (data_ptr) refuses, as it does while dynamo traces.
+    with torch._functorch.config.patch(fake_tensor_allow_unsafe_data_ptr_access=False):
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
 
     def fake(value: Any) -> Any:
         return mode.from_tensor(value) if isinstance(value, torch.Tensor) else value
