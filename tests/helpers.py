@@ -206,7 +206,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
 def write_wheel(path: Path, name: str, version: str, files: dict[str, bytes | str], *, tag: str = "py3-none-any",
                 record: bool = True, extra_metadata: str = "") -> Path:
     """A real (small) wheel: the files, a dist-info with METADATA, WHEEL and a correct RECORD."""
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     stem = name.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
@@ -297,6 +297,12 @@ class ReleaseOracle:
         """The patched tree's fakes against upstream's wrapper at every rank (probes/flashinfer/fake_shapes.py)."""
         return self.oracle.shapes(self.sides(release)[1], entries)
 
+    def explored(self, release: str, entries: Sequence[str], *, quick: bool) -> dict[str, Any]:
+        """Upstream's wrapper and the patched tree's fakes over the explored space (oracle/explored.py)."""
+        from nvfp4_overlay.oracle import explored
+
+        return explored.explore(*self.sides(release), entries, results=self.oracle.results, quick=quick)
+
     def grid(self, release: str) -> dict[str, Any]:
         if release not in self._grids:
             self._grids[release] = self.oracle.grid(*self.sides(release), control=True)
@@ -309,7 +315,7 @@ def edited_wheel(wheel: Path, member: str, dest: Path, *, sums: bool = False) ->
     with `sums`, dest's SHA256SUMS lists the edited copy (as if the build had written it)."""
     import hashlib
 
-    from nvfp4_overlay.wheel.metadata import record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
 
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / wheel.name
@@ -446,8 +452,9 @@ def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums
     import hashlib
     import json
 
-    from nvfp4_overlay.probes.doctor.doctor_files import record_rows_sha256
-    from nvfp4_overlay.wheel.metadata import PROVENANCE, record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.records import rows_sha256
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
 
     dest.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(wheel) as zin:
@@ -462,7 +469,7 @@ def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums
         table.update({n: hashlib.sha256(members[n]).hexdigest() for n in edits if n in table})
     made = {provenance, *doc["patched"], *doc["overlay"]}
     carried = [rows[n] for n in sorted(rows) if n not in made]
-    doc["upstream"]["record"] = {"rows": len(carried), "sha256": record_rows_sha256(carried)}
+    doc["upstream"]["record"] = {"rows": len(carried), "sha256": rows_sha256(carried)}
     members[provenance] = (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
     rows[provenance] = (provenance, record_hash(members[provenance]), str(len(members[provenance])))
     out = io.StringIO()
@@ -486,7 +493,8 @@ def relabelled_wheel(wheel: Path, dest: Path, version: str) -> Path:
     import csv
     import json
 
-    from nvfp4_overlay.wheel.metadata import PROVENANCE, record_hash
+    from nvfp4_overlay.records import hash_of as record_hash
+    from nvfp4_overlay.wheel.metadata import PROVENANCE
 
     dest.mkdir(parents=True, exist_ok=True)
     name, old = wheel.name.split("-")[:2]

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from nvfp4_overlay import records
 from nvfp4_overlay.wheel.archive import WheelReader
-from nvfp4_overlay.wheel.metadata import RecordRow, parse_record, record_hash, set_version, write_record
+from nvfp4_overlay.wheel.metadata import parse_record, set_version
 from nvfp4_overlay.wheel.recipe import CopiedMember, Entry, NewMember
 from nvfp4_overlay.wheel.writer import write_wheel
 
@@ -30,7 +31,7 @@ def repack(wheel: Path, version: str, out_dir: Path, edits: Mapping[str, Edit], 
     out = out_dir / f"{stem}-{version}-{rest}"
     with WheelReader(wheel) as reader:
         record = parse_record(reader.read(f"{old_info}/RECORD"), str(wheel))
-        rows: dict[str, RecordRow] = {}
+        rows: dict[str, records.Row] = {}
         entries: list[Entry] = []
         changed: dict[str, bytes] = {
             path: edit(reader.read(path).decode() if path in reader.infos else "").encode()
@@ -42,12 +43,12 @@ def repack(wheel: Path, version: str, out_dir: Path, edits: Mapping[str, Edit], 
             new = name.replace(old_info, new_info, 1) if name.startswith(f"{old_info}/") else name
             if name in changed:
                 entries.append(NewMember(new, changed[name]))
-                rows[new] = RecordRow(new, record_hash(changed[name]), str(len(changed[name])))
+                rows[new] = records.Row(new, records.hash_of(changed[name]), str(len(changed[name])))
             else:
                 entries.append(CopiedMember(new, reader.infos[name]))
                 old = record[name]
-                rows[new] = RecordRow(new, old.hash, old.size)
-        entries.append(NewMember(f"{new_info}/RECORD", write_record(f"{new_info}/RECORD", rows.values())))
+                rows[new] = records.Row(new, old.hash, old.size)
+        entries.append(NewMember(f"{new_info}/RECORD", records.write(f"{new_info}/RECORD", rows.values())))
         with out.open("wb") as f:
             write_wheel(f, reader, entries, (2026, 12, 1, 0, 0, 0))
     return out

@@ -13,13 +13,14 @@ import pytest
 from fake_github import FakeGitHub
 from helpers import OVERLAY, PATCHES, cache_dir, fetch_upstream, private_cache
 
+from nvfp4_overlay import records
 from nvfp4_overlay.carry import propose
 from nvfp4_overlay.carry.github import GitHub
 from nvfp4_overlay.oracle import sglang_releases
 from nvfp4_overlay.patch.series import read_series
 from nvfp4_overlay.wheel.archive import WheelReader
 from nvfp4_overlay.wheel.fetch import Source
-from nvfp4_overlay.wheel.metadata import RecordRow, find_dist_info, parse_record, record_hash, set_version, write_record
+from nvfp4_overlay.wheel.metadata import find_dist_info, parse_record, set_version
 from nvfp4_overlay.wheel.recipe import CopiedMember, NewMember
 from nvfp4_overlay.wheel.writer import write_wheel as write_archive
 
@@ -38,7 +39,7 @@ def repack(wheel: Path, version: str, dest: Path, edits: Mapping[str, Callable[[
         edit_meta = edits.get(meta, lambda data: data)
         edits[meta] = lambda data: set_version(edit_meta(data), version)
         entries: list[CopiedMember | NewMember] = []
-        record: list[RecordRow] = []
+        record: list[records.Row] = []
         for name in reader.names:
             if name == f"{old.dist_info}/RECORD":
                 continue
@@ -46,11 +47,11 @@ def repack(wheel: Path, version: str, dest: Path, edits: Mapping[str, Callable[[
             if name in edits:
                 data = edits[name](reader.read(name))
                 entries.append(NewMember(renamed, data))
-                record.append(RecordRow(renamed, record_hash(data), str(len(data))))
+                record.append(records.Row(renamed, records.hash_of(data), str(len(data))))
             else:
                 entries.append(CopiedMember(renamed, reader.infos[name]))
-                record.append(RecordRow(renamed, rows[name].hash, rows[name].size))
-        entries.append(NewMember(f"{new.dist_info}/RECORD", write_record(f"{new.dist_info}/RECORD", record)))
+                record.append(records.Row(renamed, rows[name].hash, rows[name].size))
+        entries.append(NewMember(f"{new.dist_info}/RECORD", records.write(f"{new.dist_info}/RECORD", record)))
         out = dest / wheel.name.replace(f"-{old.version}-", f"-{version}-")
         with out.open("wb") as f:
             write_archive(f, reader, entries, (2026, 1, 1, 0, 0, 0))

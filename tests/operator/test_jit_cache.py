@@ -28,8 +28,8 @@ from nvfp4_overlay.cli import main
 from nvfp4_overlay.operate import jit_doctor
 from nvfp4_overlay.operate.installed import Finding
 from nvfp4_overlay.patch import Target, load_upstream
+from nvfp4_overlay.records import hash_of as record_hash
 from nvfp4_overlay.wheel.jit_toolkit import find_toolkit
-from nvfp4_overlay.wheel.metadata import record_hash
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch,
               pytest.mark.skipif(shutil.which("nvcc") is None and not os.environ.get("CUDA_HOME"),

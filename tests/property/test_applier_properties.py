@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from nvfp4_overlay.errors import PatchError
-from nvfp4_overlay.operate.verify import verify_wheel
+from nvfp4_overlay.operate import Sums, verify_wheel
 from nvfp4_overlay.patch.patching import Series, apply_series, decode, encode, read_patch
-from nvfp4_overlay.probes.doctor.doctor_files import record_rows_sha256
+from nvfp4_overlay.records import rows_sha256
 from nvfp4_overlay.wheel.archive import WheelReader
 from nvfp4_overlay.wheel.fetch import Source
 from nvfp4_overlay.wheel.recipe import CopiedMember
@@ -195,7 +195,7 @@ def test_wheel_written_back_unchanged_verifies(members: list[tuple[str, bytes, i
     # As the build writes it: no overlay, nothing patched, every member carried over (its RECORD rows' digest).
     rows = [(n, make_fixtures.record_hash(d), str(len(d))) for n, d, _, _ in listed]
     provenance = json.dumps({"version": "1.0", "overlay": {}, "patched": {}, "upstream": {
-        "filename": "demo-1.0-py3-none-any.whl", "record": {"rows": len(rows), "sha256": record_rows_sha256(rows)}}}).encode()
+        "filename": "demo-1.0-py3-none-any.whl", "record": {"rows": len(rows), "sha256": rows_sha256(rows)}}}).encode()
     listed += [make_fixtures.member(f"{make_fixtures.DIST_INFO}/NVFP4_OVERLAY.json", provenance)]
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "in" / "demo-1.0-py3-none-any.whl"
@@ -205,7 +205,7 @@ def test_wheel_written_back_unchanged_verifies(members: list[tuple[str, bytes, i
         with WheelReader(source) as reader, copy.open("wb") as out:
             write_wheel(out, reader, [CopiedMember(n, i) for n, i in reader.infos.items()], zip_date_time(0))
         verdict = verify_wheel(copy, Path(tmp) / "no-patches", Path(tmp) / "no-overlay",
-                               Source(Path(tmp) / "cache", offline=True))
+                               Source(Path(tmp) / "cache", offline=True), sums=Sums.BESIDE)
         assert not verdict.problems, verdict.problems  # archive, RECORD and the provenance's digests all agree
         assert verdict.unverified is not None and "carries no series" in verdict.unverified  # no pin to derive it from
         with zipfile.ZipFile(source) as a, zipfile.ZipFile(copy) as b:

@@ -29,7 +29,7 @@ from helpers import (
 )
 from packaging.version import Version
 
-from nvfp4_overlay.oracle import behaviour, oracle
+from nvfp4_overlay.oracle import behaviour, explored, oracle
 from nvfp4_overlay.probes.flashinfer import cases
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
@@ -204,6 +204,54 @@ def test_every_fake_gives_upstreams_shapes_at_every_rank(release_oracle: Release
     assert set(shapes["entries"]) == set(shapes["12.0"]) and "fp4_quantize" in shapes["entries"]
 
 
+# The explored space (oracle/explored.py): in make test the default stack's release and the newest, the
+# first row of each entry point on SM120 (quick); with NVFP4_OVERLAY_FULL=1 every release so, and those
+# two every row on both GPUs too (the weekly run: a full space takes a release minutes).
+TWO = [v for v in RELEASES if v in (default_flashinfer(), RELEASES[-1])]
+EXPLORED = [(v, True) for v in (RELEASES if FULL else TWO)] + [(v, False) for v in (TWO if FULL else [])]
+
+
+@pytest.mark.parametrize(("release", "quick"), [pytest.param(v, q, id=f"{v}-{'quick' if q else 'full'}",
+                                                             marks=pytest.mark.xdist_group(f"flashinfer-{v}")) for v, q in EXPLORED])
+def test_every_fake_agrees_with_upstreams_wrapper_over_the_explored_space(release_oracle: ReleaseOracle,
+                                                                         release: str, quick: bool) -> None:
+    """Sizes at and around every constant of each wrapper's shape code, powers of two to 16k, odd sizes,
+    every optional parameter in each state: each fake (derived from upstream's wrapper, or written by
+    hand) gives what upstream's wrapper gives, to the result's class; and the space was explored."""
+    found = release_oracle.explored(release, ROUTED, quick=quick)
+    assert explored.problems(release, found) == []
+    fp4 = found["upstream"]["12.0"]["fp4_quantize"]["calls"]
+    rows = {int(c.rsplit("=", 1)[1]) for c in fp4 if "@m=" in c}
+    assert {127, 128, 129, 1023, 1024, 1025, 16384, 3} <= rows, sorted(rows)  # the rounding, a power of two, odd
+    assert any("@global_scale=None" in c for c in fp4) and any("@k=" in c for c in fp4)
+    ours = found["patched"]["12.0"]
+    assert ours["fp4_quantize"]["derived"] and not ours["nvfp4_quantize"]["derived"]
+    compared = sum(1 for runs in ours.values() for a in runs["calls"].values() if a != "upstream")
+    assert compared > 500 and sorted(ours) == sorted(found["patched"]["entries"]), compared
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_the_explored_verdict_names_the_call_and_both_answers(release_oracle: ReleaseOracle, release: str) -> None:
+    """Controls: one explored answer of the fake changed (a shape, then the result's class), and a fake
+    that left a fake tensor behind, are each refused by name."""
+    import copy
+
+    found = release_oracle.explored(release, ROUTED, quick=True)
+    call = "swizzled128-sf16@m=1025"
+    for bend in (lambda a: a[1][1].__setitem__(1, [1280, 16]), lambda a: a.__setitem__(0, "list")):
+        broken = copy.deepcopy(found)
+        answer = broken["patched"]["12.0"]["fp4_quantize"]["calls"][call]
+        bend(answer)
+        (problem,) = explored.problems(release, broken)
+        assert problem.startswith(f"{release}: sm120: fp4_quantize [{call}]: the fake gives {answer}, upstream's "
+                                  f"wrapper {found['upstream']['12.0']['fp4_quantize']['calls'][call]}"), problem
+        assert "faking.py" in problem  # a derived fake: what to do says so
+    left = copy.deepcopy(found)
+    left["patched"]["12.0"]["mxfp8_quantize"]["left"] = ["flashinfer.utils._cache_buf holds a fake tensor"]
+    (problem,) = explored.problems(release, left)
+    assert "mxfp8_quantize: the fakes left flashinfer.utils._cache_buf holds a fake tensor" in problem
+
+
 @pytest.mark.parametrize("release", by_release([v for v in RELEASES if Version(v) >= Version("0.6.12")]))
 def test_the_opt_in_op_hands_enable_pdl_to_the_kernel(ladder: dict[str, Any], release: str) -> None:
     """torch.ops.flashinfer.fp4_quantize(x, s, enable_pdl=True) launches the kernel as the public
@@ -335,6 +383,64 @@ def test_the_ladder_refuses_a_broken_fake_of_every_entry_point(release_oracle: R
             mine = [p for p in problems if f"sm{gpu.replace('.', '')}: {name} [" in p]
             assert any("the fake gives" in p or name in HANDED_BACK and "does not compile" in p and "shape" in p
                        for p in mine), (name, gpu, mine)
+
+
+# Appended to a patched tree's faking.py: the module getters left cached while faking (the control of
+# "a module loaded eagerly before the compile is never called on fake tensors").
+GETTERS_LEFT_CACHED = """
+
+_upstream_kind = _kind
+
+
+def _kind(value):
+    kind = _upstream_kind(value)
+    return "" if kind == "cached" else kind
+"""
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_a_derived_fake_that_reaches_an_eagerly_loaded_module_is_refused(release_oracle: ReleaseOracle,
+                                                                        wheel_tree: Any, tmp_path: Path,
+                                                                        release: str) -> None:
+    """Control: with faking.py leaving the functools.cache'd getters as they are, a derived fake that runs
+    after an eager call (the ladder's order: every case eagerly first) gets the module that call loaded
+    and launches its kernel on fake tensors while dynamo traces: the ladder sees the launch."""
+    broken = tmp_path / "cached"
+    tree_copy(wheel_tree("flashinfer-python", release), broken)
+    faking = broken / "flashinfer" / "_nvfp4_overlay" / "faking.py"
+    faking.write_text(faking.read_text() + GETTERS_LEFT_CACHED)
+    upstream, patched = release_oracle.sides(release)
+    side = oracle.Side(release, "patched", {**patched.inputs, "edited": "getters left cached"}, lambda: broken)
+    found = {"upstream": release_oracle.oracle.upstream_ladder(upstream, ROUTED),
+             "patched": oracle.ladder_for(side, ROUTED, quick=True, results=oracle.Results(None))}
+    problems = behaviour.trace_problems(release, found, ROUTED)
+    assert any("fp4_quantize [" in p and "the kernel gets" in p for p in problems), problems
+
+
+# Appended to a patched tree's entries.py: mm_fp4's fake derived from upstream's wrapper.
+MM_FP4_DERIVED = """
+
+import dataclasses as _dataclasses
+
+ENTRIES["mm_fp4"] = _dataclasses.replace(ENTRIES["mm_fp4"], fake=None, inert=frozenset())
+"""
+
+
+@pytest.mark.parametrize("release", by_release(RELEASES[-1:]))
+def test_why_mm_fp4s_fake_is_written_by_hand(release_oracle: ReleaseOracle, wheel_tree: Any, tmp_path: Path,
+                                             release: str) -> None:
+    """entries.py's reason, shown: derived from upstream's wrapper, mm_fp4's fake keeps the workspace it
+    allocates in upstream's module-level cache (utils._get_stream_cache_buf), a fake tensor an eager call
+    would then be handed; the explored space's fake side, which runs before any eager call, says so."""
+    derived = tmp_path / "mm_fp4"
+    tree_copy(wheel_tree("flashinfer-python", release), derived)
+    entries = derived / "flashinfer" / "_nvfp4_overlay" / "entries.py"
+    entries.write_text(entries.read_text() + MM_FP4_DERIVED)
+    _, patched = release_oracle.sides(release)
+    side = oracle.Side(release, "patched", {**patched.inputs, "edited": "mm_fp4 derived"}, lambda: derived)
+    found = explored.explore_for(side, ["mm_fp4"], results=oracle.Results(None), quick=True)
+    assert found["12.0"]["mm_fp4"]["derived"]
+    assert any("_stream_cache_buf holds a fake tensor" in left for left in found["12.0"]["mm_fp4"]["left"]), found
 
 
 @pytest.mark.parametrize("release", by_release(RELEASES[:1]))

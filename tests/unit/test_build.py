@@ -11,7 +11,7 @@ import pytest
 from helpers import cli_args, data_args
 
 from nvfp4_overlay import cli
-from nvfp4_overlay.wheel.metadata import record_hash
+from nvfp4_overlay.records import hash_of as record_hash
 
 FILES = {
     "demo/__init__.py": "".join(f"value_{i} = {i}\n" for i in range(30)),

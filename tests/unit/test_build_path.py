@@ -30,7 +30,7 @@ STEPS = {
     "fetch": ("nvfp4_overlay.wheel.fetch", "nvfp4_overlay.wheel.pip", "nvfp4_overlay.wheel.archive"),
     "plan": ("nvfp4_overlay.wheel.recipe", "nvfp4_overlay.wheel.metadata", "nvfp4_overlay.patch.patching",
              "nvfp4_overlay.patch.placement", "nvfp4_overlay.patch.merge", "nvfp4_overlay.patch.conflicts",
-             "nvfp4_overlay.probes.doctor.doctor_files"),
+             "nvfp4_overlay.records"),
     "write": ("nvfp4_overlay.wheel.writer", "nvfp4_overlay.files"),
 }
 # Rules and data more than one step holds to, not places on the path: the series' model and text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,9 @@ import pytest
 from helpers import OVERLAY, PATCHES, jit_cache_provenance, jit_cache_wheel
 from packaging.version import Version
 
+from nvfp4_overlay.cli import main
 from nvfp4_overlay.files import SHA256SUMS, format_sums, sha256_file
-from nvfp4_overlay.operate import jit_verify
+from nvfp4_overlay.operate import Sums, jit_verify
 from nvfp4_overlay.wheel import jit_wheel
 
 
@@ -48,7 +50,7 @@ def test_the_layout_is_flashinfer_s_and_the_bytes_are_fixed(tmp_path: Path) -> N
 def test_verify_finds_nothing_against_it_and_takes_its_modules_on_trust(tmp_path: Path) -> None:
     """As written, nothing contradicts it; with the patched wheel it names not beside it, its module cannot be built
     again here: taken on its builder's word (TAKEN ON TRUST, exit 5), never ok."""
-    verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path), PATCHES, OVERLAY)
+    verdict = jit_verify.verify_cache_wheel(_wheel(tmp_path), PATCHES, OVERLAY, sums=Sums.BESIDE)
     assert verdict.problems == [], verdict.problems
     assert verdict.state == "taken on trust" and verdict.exit_code == 5 and not verdict.ok
     (trusted,) = verdict.trusted
@@ -67,6 +69,24 @@ def test_verify_refuses_a_rewritten_provenance(tmp_path: Path, edit: str) -> Non
         provenance["modules"]["m"]["cuda_cflags"] = ["-O0"]
     _wheel(tmp_path, b"other bytes" if edit != "flags" else b"\x7fELF module", provenance)
     (tmp_path / SHA256SUMS).write_bytes(sums)  # what jit-cache wrote beside the original
-    problems = jit_verify.verify_cache_wheel(path, PATCHES, OVERLAY).problems
-    expected = "altered after jit-cache wrote it" if edit != "flags" else "do not digest to its inputs"
+    problems = jit_verify.verify_cache_wheel(path, PATCHES, OVERLAY, sums=Sums.BESIDE).problems
+    expected = "the file changed after the build wrote it" if edit != "flags" else "do not digest to its inputs"
     assert any(expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize("listed", ["itself", "another wheel"])
+def test_verify_holds_a_cache_wheel_to_the_sha256sums_beside_it_as_a_patched_wheel(
+        tmp_path: Path, listed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """jit-cache lists the wheel it writes in the dist dir's SHA256SUMS, as build lists its own: a list beside it
+    that does not name it says no build wrote it there, refused (3); before, a note beside TAKEN ON TRUST (5)."""
+    path = _wheel(tmp_path)
+    if listed != "itself":
+        (tmp_path / SHA256SUMS).write_bytes(format_sums({"flashinfer_python-0.6.8.post1-py3-none-any.whl": "0" * 64}))
+    code = main(["verify", str(path), "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY), "--json"])
+    (verdict,) = json.loads(capsys.readouterr().out)["wheels"]
+    if listed == "itself":
+        assert code == 5 and verdict["problems"] == [], verdict
+    else:
+        assert code == 3, verdict
+        assert verdict["problems"] == [f"{path.name}: {tmp_path / SHA256SUMS} does not list it: the build did not "
+                                       f"write this file here; rebuild it and find out where this one came from"]

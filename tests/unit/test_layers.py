@@ -2,14 +2,15 @@
 
 docs/design.md opens with the tree, one row per wing with the wings it may import; these tests read
 that tree and every import of src/nvfp4_overlay/ (module level, inside functions, under TYPE_CHECKING),
-so a new import that runs up a floor, closes a circle between wings, or reaches past a wing's face
-fails here, and so does a tree that no longer matches the folders.
+so a new import that runs up a floor, closes a circle between wings or between the modules of one
+wing, or reaches past a wing's face fails here, and so does a tree that no longer matches the folders.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,68 @@ def test_one_wing_takes_from_another_through_its_face() -> None:
                     wrong.append(f"{path.relative_to(ROOT)}:{line}: {target}{':' + name if name else ''} "
                                  f"not through {wing}/__init__.py's __all__")
     assert not wrong, "\n".join(wrong)
+
+
+def test_no_circle_between_modules_of_one_wing() -> None:
+    """Inside a wing too, imports run one way: a circle of modules (an import inside a function that dodges it
+    included) is one room split in two, or two that lean on each other's privates."""
+    known = modules()
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in known.items():
+        for target, _, line in imports(module, path, known):
+            if target != module and target in known and wing_of(target) == wing_of(module):
+                graph.setdefault(module, {}).setdefault(target, line)
+    circles = []
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            loop = path[path.index(module):] + [module]
+            circles.append(" -> ".join(f"{a}:{graph[a][b]}" for a, b in zip(loop, loop[1:])) + f" -> {module}")
+            return
+        if module not in done:
+            for target in sorted(graph.get(module, {})):
+                visit(target, [*path, module])
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    assert not circles, "modules of one wing import each other in a circle:\n" + "\n".join(circles)
+
+
+def test_each_row_names_only_the_wings_its_wing_imports() -> None:
+    """The rows say what each wing uses today: a wing that stops importing another leaves its row too, so the
+    tree is a map of the house, not a list of permissions nobody takes."""
+    tree, known = design_tree(), modules()
+    used: dict[str, set[str]] = {wing: set() for wing in tree}
+    for module, path in known.items():
+        for target, _, _ in imports(module, path, known):
+            if wing_of(target) != wing_of(module):
+                used[wing_of(module)].add(wing_of(target))
+    stale = {wing: sorted(tree[wing] - used[wing]) for wing in tree if tree[wing] - used[wing]}
+    assert not stale, f"docs/design.md's rows name wings their wing no longer imports: {stale}"
+
+
+def test_what_the_probes_take_from_the_base_runs_on_the_standard_library() -> None:
+    """A probe runs in a child of the examined interpreter with only this package on its path (doctor's, from
+    Python 3.8 on): a base module it imports, and what that imports, may use the standard library alone."""
+    known = modules()
+    waiting = [t for m, p in known.items() if wing_of(m) == "probes" for t, _, _ in imports(m, p, known)
+               if wing_of(t) == "base"]
+    seen: set[str] = set()
+    wrong = []
+    while waiting:
+        module = waiting.pop()
+        if module in seen or module not in known:
+            continue
+        seen.add(module)
+        source = known[module].read_text()
+        ast.parse(source, str(known[module]), feature_version=(3, 8))  # a SyntaxError names what 3.8 lacks
+        for node in ast.walk(ast.parse(source)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            wrong += [f"{known[module].relative_to(ROOT)}:{node.lineno}: imports {n}" for n in names
+                      if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] != "nvfp4_overlay"]
+        waiting += [t for t, _, _ in imports(module, known[module], known)]
+    assert seen, "no probe imports a base module: this test holds nothing (drop it, or the rows' probes entry)"
+    assert not wrong, "a base module the probes import reaches past the standard library:\n" + "\n".join(wrong)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..operate import Step, Tool, install_steps, verify_wheel, worst
+from ..operate import Step, Sums, Tool, install_steps, verify_wheel, worst
 from ..patch import Stack, load_stacks, load_upstream, resolve_targets
 from ..wheel import build
 from .context import Context
@@ -76,7 +76,9 @@ def _built_json(b: build.Built) -> dict[str, Any]:
 
 
 def cmd_verify(ctx: Context) -> int:
-    verdicts = [verify_wheel(Path(w), ctx.patches_dir, ctx.overlay_dir, ctx.source) for w in ctx.args.wheels]
+    # A wheel handed alone (from a fleet index, say) is held to its anchor; one beside a SHA256SUMS must be listed.
+    verdicts = [verify_wheel(Path(w), ctx.patches_dir, ctx.overlay_dir, ctx.source, sums=Sums.BESIDE)
+                for w in ctx.args.wheels]
     lines = []
     for v in verdicts:
         lines.append(f"{_SAID[v.state]}  {v.wheel}")

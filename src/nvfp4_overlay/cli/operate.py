@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Exit, IntegrityError, StepFailed, TakenOnTrust, Unverified
-from ..files import SHA256SUMS
-from ..operate import Step, Tool, doctor, index, install_steps, missing_wheels, verify_wheel
+from ..operate import Step, Sums, Tool, doctor, index, install_steps, missing_wheels, verify_wheel
 from ..patch import Stack, Stacks, Target, load_stacks, load_upstream
 from .context import Context
 
@@ -60,11 +59,10 @@ def _verify_step(ctx: Context, wheels: list[str]) -> Step:
 def _verify_before_install(ctx: Context, stack: Stack, dist: Path, wheels: list[Path]) -> None:
     """Every wheel step 2 may install, against the dist dir's SHA256SUMS and verify, before step 1: refused (exit 3),
     or, where the pinned upstream wheels cannot be had, not verified (exit 4); either way nothing is installed."""
-    problems = [] if (dist / SHA256SUMS).is_file() else [f"{dist / SHA256SUMS} is missing (the build writes it)"]
-    unverified, trusted = [], []
+    problems, unverified, trusted = [], [], []
     for wheel in wheels:
         ctx.log(f"verifying {wheel.name}")
-        verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source)
+        verdict = verify_wheel(wheel, ctx.patches_dir, ctx.overlay_dir, ctx.source, sums=Sums.REQUIRED)
         problems += [f"{wheel.name}: {p}" for p in verdict.problems]
         unverified += [f"{wheel.name}: {verdict.unverified}"] if verdict.unverified else []
         trusted += [f"{wheel.name}: {t}" for t in verdict.trusted]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from . import cubins, doctor, doctor_launch, index, installed, jit_doctor, rollback
 from .install import Step, Tool, install_steps, missing_wheels
 from .installed import Finding
-from .verify import verify_wheel, worst
+from .verdict import Sums, worst
+from .verify import verify_wheel
 
-__all__ = ["Finding", "Step", "Tool", "cubins", "doctor", "doctor_launch", "index", "install_steps", "installed",
+__all__ = ["Finding", "Step", "Sums", "Tool", "cubins", "doctor", "doctor_launch", "index", "install_steps", "installed",
            "jit_doctor", "missing_wheels", "rollback", "verify_wheel", "worst"]

@@ -28,7 +28,7 @@ from ..errors import ConfigError, HashMismatchError
 from ..patch import Stack
 from ..wheel import cubin_pins, pip
 from .install import Step, Tool
-from .verify import Verdict
+from .verdict import Verdict
 
 
 def requirement(stack: Stack, patches_dir: Path) -> str | None:

@@ -39,7 +39,9 @@ from packaging.version import Version
 from .. import progress
 from ..errors import ConfigError, Exit, IntegrityError, Unverified
 from ..files import SHA256SUMS, read_sums, replace_dir, sha256_bytes, sha256_file, staging_dir
-from ..wheel import Source, WheelReader, cubin_pins, find_dist_info
+from ..wheel import Source, WheelReader, find_dist_info
+from .verdict import Sums
+from .verify import verify_wheel
 
 API_VERSION = "1.1"  # PEP 700: sizes and versions in the JSON pages
 
@@ -74,32 +76,20 @@ class Withheld:
 
 
 def publishable(dist_dir: Path, patches_dir: Path, overlay_dir: Path, source: Source) -> tuple[list[str], list[Withheld]]:
-    """The wheels of the dist dir the index may publish, and those it must not: a wheel is published when
-    SHA256SUMS (the build's list of what it wrote) lists it with its digest and verify passes it, or when it
-    is the flashinfer-cubin file pinned in patches/ (the pin is the anchor; `index --cubins` brings it)."""
-    from .verify import verify_wheel
-
-    sums = read_sums(dist_dir / SHA256SUMS)
-    cubins = {p.filename: p.sha256 for p in cubin_pins.load_pins(patches_dir).values()}
+    """The wheels of the dist dir the index may publish, and those it must not: a wheel is published when verify
+    passes it with SHA256SUMS (the build's list of what it wrote) required to list it with its digest (a build of
+    this tool), or when it is the flashinfer-cubin file pinned in patches/ (verify holds it to the pin; `index
+    --cubins` brings it)."""
     published, withheld = [], []
     paths = sorted(p for p in dist_dir.glob("*.whl") if not p.name.startswith(".")) if dist_dir.is_dir() else []
     for number, path in enumerate(paths, start=1):
         progress.report(f"[{number}/{len(paths)}] verifying {path.name}")
-        if path.name in cubins:
-            found = sha256_file(path)
-            pinned = f"sha256 {found} is not {cubins[path.name]}, pinned in {patches_dir / cubin_pins.PINS}"
-            held = None if found == cubins[path.name] else Withheld(path.name, (pinned,), Exit.INTEGRITY)
-        elif path.name not in sums:
-            listed = f"{dist_dir / SHA256SUMS} does not list it: the build did not write it here"
-            held = Withheld(path.name, (listed,), Exit.INTEGRITY)
-        else:
-            verdict = verify_wheel(path, patches_dir, overlay_dir, source)
-            why = (*verdict.problems, *([verdict.unverified] if verdict.unverified else []))
-            held = None if verdict.ok else Withheld(path.name, why, verdict.exit_code)
-        if held is None:
+        verdict = verify_wheel(path, patches_dir, overlay_dir, source, sums=Sums.REQUIRED)
+        if verdict.ok:
             published.append(path.name)
         else:
-            withheld.append(held)
+            why = (*verdict.problems, *([verdict.unverified] if verdict.unverified else []), *verdict.trusted)
+            withheld.append(Withheld(path.name, tuple(w.removeprefix(f"{path.name}: ") for w in why), verdict.exit_code))
     return published, withheld
 
 

@@ -11,8 +11,6 @@ at every interpreter start). doctor judges what this finds (operate/installed.py
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from dataclasses import dataclass
 from email.parser import HeaderParser
@@ -21,9 +19,9 @@ from typing import Any
 
 from packaging.utils import canonicalize_name
 
+from .. import records
 from ..errors import Unverified
-from ..probes.doctor.doctor_files import installer_row
-from ..wheel import PROVENANCE, Source, record_hash
+from ..wheel import PROVENANCE, Source
 from . import anchor
 
 ELSEWHERE = ("purelib", "platlib")  # the .data schemes an installer puts under site-packages (PEP 427)
@@ -66,7 +64,7 @@ def hold(name: str, version: str, location: Path, patches_dir: Path, overlay_dir
             continue
         held += 1
         try:
-            found = record_hash(path.read_bytes())
+            found = records.hash_of(path.read_bytes())
         except FileNotFoundError:
             missing.append(member)
             continue
@@ -75,7 +73,7 @@ def hold(name: str, version: str, location: Path, patches_dir: Path, overlay_dir
         if found != digest:
             differs.append(member)
     rows = _record_rows(dist_info / "RECORD")
-    unexplained = sorted(n for n in rows if n not in derived.record and n != own and not installer_row(n, rows))
+    unexplained = sorted(n for n in rows if n not in derived.record and n != own and not records.installer_row(n, rows))
     keys = anchor.differing_keys(installed, derived.provenance) if installed is not None else ["the whole file"]
     return Held(derived.upstream, held, tuple(differs), tuple(missing), tuple(unexplained), tuple(keys))
 
@@ -102,11 +100,7 @@ def _installed_path(location: Path, member: str) -> Path | None:
 
 
 def _record_rows(path: Path) -> dict[str, Any]:
-    rows = {}
-    for row in csv.reader(io.StringIO(_text(path))):
-        if row and row[0]:
-            rows[row[0]] = row
-    return rows
+    return {row[0]: row for row in records.read(_text(path)) if row[0]}
 
 
 def _text(path: Path) -> str:

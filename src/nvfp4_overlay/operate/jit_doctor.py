@@ -8,7 +8,7 @@ versions against the installed FlashInfer; a cache built for another CUDA major 
 toolkit older than FlashInfer needs for SM12x. Each problem names its fix.
 
 The installed cache's files are held to three things: the RECORD it was installed with (a file changed
-since the install), the provenance the wheel carries (a module that arrived edited), and the anchor no
+since the install; read here as bytes, records.check_files), the provenance the wheel carries (a module that arrived edited), and the anchor no
 wheel can rewrite: the module as this host built it from the same inputs and toolchain (jit-cache and
 verify keep every build under the cache dir by its key, probes/flashinfer/jit_build.py; module builds
 are reproducible). A module this host has no such build of is taken on its builder's word: exit 5,
@@ -22,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from .. import records
 from ..files import sha256_file
 from ..probes.flashinfer import jit_build
 from ..wheel import default_cache_dir, jit_wheel
@@ -46,24 +47,15 @@ if out["cache"]:
     spec = iu.find_spec("flashinfer_jit_cache")
     root = os.path.join(os.path.dirname(spec.origin), "jit_cache") if spec and spec.origin else ""
     out["present"] = sorted(d for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, d + ".so"))) if os.path.isdir(root) else []
-    import base64, hashlib
-    def digest(path, mode="sha256"):
-        h = hashlib.new(mode)
+    import hashlib
+    def digest(path):
+        h = hashlib.sha256()
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 h.update(block)
-        return h
-    out["modules_sha256"] = {d: digest(os.path.join(root, d, d + ".so")).hexdigest() for d in out["present"]}
-    differs, missing = [], []
-    for f in dist.files or ():
-        if f.hash is None:
-            continue
-        path = str(dist.locate_file(f))
-        if not os.path.isfile(path):
-            missing.append(str(f))
-        elif base64.urlsafe_b64encode(digest(path, f.hash.mode).digest()).rstrip(b"=").decode() != f.hash.value:
-            differs.append(str(f))
-    out["record"] = {"differs": differs, "missing": missing}
+        return h.hexdigest()
+    out["modules_sha256"] = {d: digest(os.path.join(root, d, d + ".so")) for d in out["present"]}
+    out["installed"] = {"location": str(dist.locate_file("")), "record": dist.read_text("RECORD") or ""}
 spec = iu.find_spec("flashinfer")
 if spec and spec.origin:
     path = os.path.join(os.path.dirname(spec.origin), "compilation_context.py")
@@ -90,11 +82,18 @@ print(json.dumps(out))
 
 
 def facts(python: str, timeout: float = 120, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What FACTS found in `python`'s environment, and the installed cache's files against the RECORD it was
+    installed with ("record"), read here as bytes (nothing of that environment runs in this process)."""
     done = subprocess.run([python, "-c", FACTS], capture_output=True, text=True, timeout=timeout, check=False, env=env)
     try:
         found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": (done.stderr.strip().splitlines() or ["no answer"])[-1]}
+    installed = found.pop("installed", None)
+    if installed is not None:
+        rows = [records.Row(*row) for row in records.read(installed["record"]) if len(row) == 3]
+        checked = records.check_files(rows, Path(installed["location"]))
+        found["record"] = {"differs": sorted(checked.modified), "missing": sorted(checked.missing)}
     return found
 
 

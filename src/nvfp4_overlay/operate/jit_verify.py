@@ -21,21 +21,25 @@ from typing import Any
 
 from .. import progress
 from ..errors import OverlayError
-from ..files import SHA256SUMS, read_sums, sha256_bytes, sha256_file
+from ..files import sha256_bytes, sha256_file
 from ..wheel import Source, WheelReader, default_cache_dir, jit_wheel, rederive
-from .verify import Verdict, _check_record
+from .patched_verify import verify_patched
+from .verdict import Sums, Verdict, check_record, check_sums
 
 
 def is_cache_wheel(path: Path) -> bool:
     return path.name.startswith(f"{jit_wheel.PACKAGE}-")
 
 
-def verify_cache_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source | None = None) -> Verdict:
+def verify_cache_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source | None = None, *,
+                       sums: Sums) -> Verdict:
+    """The verdict on a cache wheel (verify.verify_wheel hands it over); `sums`: what the SHA256SUMS of its folder
+    must say of it and of the patched wheel beside it (verdict.Sums)."""
     verdict = Verdict(path)
     try:
         with WheelReader(path) as reader:
             dist_info = next((n.split("/")[0] for n in reader.names if n.endswith(".dist-info/RECORD")), "")
-            _check_record(reader, dist_info, verdict)
+            check_record(reader, dist_info, verdict)
             doc = json.loads(reader.read(f"{dist_info}/{jit_wheel.PROVENANCE}"))
             modules = {n: reader.read(n) for n in reader.names if n.endswith(".so")}
     except (OverlayError, ValueError, KeyError) as exc:
@@ -43,19 +47,17 @@ def verify_cache_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source:
         return verdict
     verdict.provenance = doc
     verdict.problems += module_problems(doc, modules)
-    _check_sums(path, verdict)
+    check_sums(path, verdict, sums)
     _check_flashinfer(path.parent, doc, verdict)
     if not verdict.problems:  # its own claims hold: now against what this tool builds from the pins
-        _check_rederived(path, doc, modules, (patches_dir, overlay_dir, source), verdict)
+        _check_rederived(path, doc, modules, (patches_dir, overlay_dir, source, sums), verdict)
     return verdict
 
 
 def _check_rederived(path: Path, doc: dict[str, Any], modules: dict[str, bytes],
-                     where: tuple[Path, Path, Source | None], verdict: Verdict) -> None:
+                     where: tuple[Path, Path, Source | None, Sums], verdict: Verdict) -> None:
     """Each module against the one built here from the same inputs: equal, or a problem; or taken on trust."""
-    from .verify import verify_wheel
-
-    patches_dir, overlay_dir, source = where
+    patches_dir, overlay_dir, source, sums = where
     prefix = f"{jit_wheel.PACKAGE}/{jit_wheel.MODULES_DIR}/"
     claimed = {n: m for n, m in doc.get("modules", {}).items() if m.get("included")}
     patched = path.parent / str(doc.get("flashinfer", {}).get("filename"))
@@ -65,7 +67,7 @@ def _check_rederived(path: Path, doc: dict[str, Any], modules: dict[str, bytes],
         verdict.trusted += [f"{prefix}{n}/{n}.so: taken on its builder's word: {why}" for n in sorted(claimed)]
         return
     source = source if source is not None else Source(default_cache_dir())
-    base = verify_wheel(patched, patches_dir, overlay_dir, source)  # the patched wheel, held to the pinned upstream
+    base = verify_patched(patched, patches_dir, overlay_dir, source, sums=sums)  # held to the pinned upstream
     if base.problems:
         verdict.problems.append(f"built from {patched.name}, which verify refuses: {base.problems[0]}")
         return
@@ -110,19 +112,10 @@ def module_problems(doc: dict[str, Any], modules: dict[str, bytes]) -> list[str]
 
 
 def _inputs(module: dict[str, Any]) -> str:
-    """As probes/jit_plan.describe_spec digests a spec."""
+    """As probes/flashinfer/jit_plan.py's describe_spec digests a spec."""
     keys = ("sources", "cflags", "cuda_cflags", "ldflags", "include_dirs", "needs_device_linking")
     described = {k: module.get(k) for k in keys if k in module}
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
-
-
-def _check_sums(path: Path, verdict: Verdict) -> None:
-    sums = read_sums(path.parent / SHA256SUMS)
-    if path.name not in sums:
-        verdict.notes.append(f"{path.parent / SHA256SUMS} does not list {path.name}: only its own claims were checked")
-    elif sums[path.name] != sha256_file(path):
-        verdict.problems.append(f"{path.name}: sha256 {sha256_file(path)}, {path.parent / SHA256SUMS} says "
-                                f"{sums[path.name]}: altered after jit-cache wrote it")
 
 
 def _check_flashinfer(directory: Path, doc: dict[str, Any], verdict: Verdict) -> None:

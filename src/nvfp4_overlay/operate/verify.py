@@ -1,158 +1,36 @@
-"""verify: a built wheel held member by member to the build made again from the pinned upstream wheel.
+"""verify: the verdict on any wheel of a dist dir, each held to what vouches for it (docs/reliability.md).
 
-RECORD, the provenance's digests and a SHA256SUMS line prove nothing alone: whoever can write the
-wheel can rewrite them all to match an edit. So a wheel is `ok` only when every member equals what
-this checkout's build makes from the wheel upstream.toml pins (operate/anchor.py: fetched as build
-fetches it, its sha256 checked, the series applied, the overlay added): a patched file the series'
-result, an overlay file the checkout's overlay, every other member upstream's own, the provenance
-what the build writes, and nothing else (a `.pth`, an entry point, any dist-info file the build does
-not make is refused by name). Where that upstream wheel cannot be had (--offline, no index) or this
-checkout builds another label, the verdict is "cannot be verified here" (exit 4, never 0); what can
-be told without it still refuses (exit 3): a member that contradicts the wheel's own provenance, an
-overlay file that is not the checkout's, a provenance naming another series or pin (docs/reliability.md).
+A wheel this tool patched is held to the build made again from its pinned upstream wheel
+(patched_verify.py); a flashinfer_jit_cache wheel to its modules built again from the patched wheel
+beside it (jit_verify.py); the flashinfer-cubin file `index --cubins` mirrors, upstream's and no build
+of this tool, to its pin (cubins.verify_mirror). Each caller says what the SHA256SUMS beside a wheel
+must say of it (verdict.Sums): `verify` BESIDE, `index` and `install --run` REQUIRED.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
 
-from ..errors import ConfigError, Exit, OverlayError, Unverified
-from ..files import SHA256SUMS, read_sums, sha256_bytes, sha256_file
-from ..patch import Target, load_overlay, load_upstream, overlay_root, read_series
-from ..probes.doctor.doctor_files import record_rows_sha256
-from ..wheel import PROVENANCE, DistInfo, Source, WheelReader, find_dist_info, parse_record, record_hash
-from . import anchor
+from ..errors import ConfigError
+from ..wheel import Source
+from . import cubins, jit_verify, patched_verify
+from .verdict import Sums, Verdict
 
 
-@dataclass(frozen=True)
-class MemberProblem:
-    """A member the build does not explain: what it is, what it should be, what it is, and the fix."""
-
-    member: str
-    kind: str  # overlay | patched | upstream | provenance | unexplained | missing
-    expected: str
-    found: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.member} ({_KINDS[self.kind]}): should be {self.expected}, is {self.found}; {self.fix}"
-
-    def data(self) -> dict[str, str]:
-        return {"member": self.member, "kind": self.kind, "expected": self.expected, "found": self.found, "fix": self.fix}
-
-
-_KINDS = {
-    "overlay": "an overlay file",
-    "patched": "a file the series or the relabelling rewrites",
-    "upstream": "upstream's, unchanged by the series",
-    "provenance": "the provenance the build writes",
-    "unexplained": "neither upstream's, nor the series', nor the overlay's",
-    "missing": "missing from the wheel",
-}
-
-
-@dataclass
-class Verdict:
-    """ok only when every member equals the build made again (checked_against "upstream"); `unverified` says
-    why that could not be done here, where nothing else refuses the wheel."""
-
-    wheel: Path
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    provenance: dict[str, Any] | None = None
-    members: list[MemberProblem] = field(default_factory=list)
-    checked_against: str | None = None  # "upstream": the plan made again from the pinned upstream wheel
-    unverified: str | None = None  # "cannot be verified here: ..." (exit 4)
-    trusted: list[str] = field(default_factory=list)  # members taken on their builder's word, each with why (exit 5)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and self.unverified is None and not self.trusted
-
-    @property
-    def exit_code(self) -> Exit:
-        """3 refused, 4 cannot be verified here, 5 taken on trust (a JIT module not built again here), 0 ok: a
-        refusal outranks the rest."""
-        if self.problems:
-            return Exit.INTEGRITY
-        if self.unverified:
-            return Exit.UNVERIFIED
-        return Exit.TAKEN_ON_TRUST if self.trusted else Exit.OK
-
-    @property
-    def state(self) -> str:
-        return {Exit.INTEGRITY: "refused", Exit.UNVERIFIED: "unverified", Exit.TAKEN_ON_TRUST: "taken on trust",
-                Exit.OK: "ok"}[self.exit_code]
-
-    def refuse(self, problem: MemberProblem) -> None:
-        self.members.append(problem)
-        self.problems.append(str(problem))
-
-    def data(self) -> dict[str, Any]:
-        return {"wheel": str(self.wheel), "ok": self.ok, "verdict": self.state, "exit_code": int(self.exit_code),
-                "unverified": self.unverified, "problems": self.problems, "taken_on_trust": self.trusted, "notes": self.notes,
-                "members": [m.data() for m in self.members], "checked_against": self.checked_against}
-
-
-def worst(verdicts: list[Verdict]) -> Exit:
-    """The exit status of a run over several wheels: any refusal (3), else any that cannot be verified (4), else any
-    taken on trust (5), else 0."""
-    codes = {v.exit_code for v in verdicts}
-    return next((c for c in (Exit.INTEGRITY, Exit.UNVERIFIED, Exit.TAKEN_ON_TRUST) if c in codes), Exit.OK)
-
-
-def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source) -> Verdict:
+def verify_wheel(path: Path, patches_dir: Path, overlay_dir: Path, source: Source, *, sums: Sums) -> Verdict:
     """The verdict on one wheel; a path that is no wheel file is a bad argument (exit 2), not an integrity failure.
 
     `source`: where the pinned upstream wheel is found (the wheelhouse, the cache, then pip unless offline).
     """
     _check_argument(path)
-    from . import cubins, jit_verify  # a flashinfer_jit_cache wheel has checks of its own, a cubin mirror its pin
-
     if jit_verify.is_cache_wheel(path):
-        return jit_verify.verify_cache_wheel(path, patches_dir, overlay_dir, source)
-    if cubins.is_mirror(path):
+        return jit_verify.verify_cache_wheel(path, patches_dir, overlay_dir, source, sums=sums)
+    if cubins.is_mirror(path):  # not in SHA256SUMS (no build wrote it): its pin is what vouches for it
         return cubins.verify_mirror(path, patches_dir)
-    verdict = Verdict(path)
-    _check_sums(path, verdict)
-    try:
-        with WheelReader(path) as reader:
-            info = find_dist_info(path.name, reader.names, reader.read)
-            rows, digests = _check_record(reader, info.dist_info, verdict)
-            name = f"{info.dist_info}/{PROVENANCE}"
-            if name not in reader.infos:
-                verdict.problems.append(f"{name} is missing: not a wheel built by nvfp4-overlay")
-                return verdict
-            verdict.provenance = json.loads(reader.read(name))
-    except (OverlayError, ValueError) as exc:  # unsafe or corrupt archives, malformed RECORD or JSON
-        verdict.problems.append(str(exc))
-        return verdict
-    doc = verdict.provenance or {}
-    if doc.get("version") != info.version:  # the wheel contradicts itself: relabelled after the build
-        verdict.problems.append(f"provenance names version {doc.get('version')!r}, the wheel is {info.version}")
-    _check_claims(verdict, info.name, patches_dir, overlay_dir)  # says why, where the wheel names another series
-    try:
-        derived = anchor.derive(info.name, info.version, _tags(path), patches_dir, overlay_dir, source, fuzz=anchor.fuzz(doc))
-    except Unverified as exc:
-        verdict.unverified = exc.message
-        _explain_by_provenance(verdict, info, rows, digests)
-        return verdict
-    verdict.checked_against = "upstream"
-    verdict.notes.append(f"every member held to {derived.upstream} (sha256 checked) with this checkout's series "
-                         f"and overlay applied again")
-    _explain_by_plan(verdict, info, digests, derived)
-    return verdict
-
-
-def _tags(path: Path) -> list[str]:
-    return sorted(str(t) for t in parse_wheel_filename(path.name)[3])
+    return patched_verify.verify_patched(path, patches_dir, overlay_dir, source, sums=sums)
 
 
 def _check_argument(path: Path) -> None:
@@ -169,153 +47,3 @@ def _check_argument(path: Path) -> None:
         raise ConfigError(msg, path=path, item="WHEEL", expected="a wheel file (NAME-VERSION-TAGS.whl)",
                           found="not a wheel", fix="name a wheel that build wrote, e.g. dist/*.whl") from exc
 
-
-def _check_sums(path: Path, verdict: Verdict) -> None:
-    """A wheel beside a SHA256SUMS (the build's list of what it wrote) must be listed there, with its digest."""
-    sums = path.parent / SHA256SUMS
-    listed = read_sums(sums).get(path.name)
-    if listed is None and sums.is_file():
-        verdict.problems.append(f"{path.name}: {sums} does not list it: the build did not write this file here; "
-                                f"rebuild it and find out where this one came from")
-    elif listed is not None and (found := sha256_file(path)) != listed:
-        verdict.problems.append(f"{path.name}: sha256 {found}, {path.parent / SHA256SUMS} says {listed}: the file "
-                                f"changed after the build wrote it; rebuild it and find out who changed it")
-
-
-def _check_record(reader: WheelReader, dist_info: str,
-                  verdict: Verdict) -> tuple[dict[str, tuple[str, str, str]], dict[str, str]]:
-    """RECORD's rows, and each member's own digest (as RECORD writes it); every disagreement a problem."""
-    record_name = f"{dist_info}/RECORD"
-    if record_name not in reader.infos:
-        verdict.problems.append(f"{record_name} is missing")
-        return {}, {}
-    parsed = parse_record(reader.read(record_name), f"{reader.path}: {record_name}")
-    rows = {n: (r.path, r.hash, r.size) for n, r in parsed.items() if n != record_name}
-    digests: dict[str, str] = {}
-    for name in reader.names:
-        if name == record_name:
-            continue
-        data = reader.read(name)
-        digests[name] = record_hash(data)
-        row = parsed.pop(name, None)
-        if row is None:
-            verdict.problems.append(f"{name} is in the archive but not in RECORD")
-        elif row.hash != digests[name] or (row.size and int(row.size) != len(data)):
-            verdict.problems.append(f"{name}: RECORD says {row.hash} ({row.size} bytes), the file is {digests[name]} ({len(data)} bytes)")
-    parsed.pop(record_name, None)
-    verdict.problems += [f"{name} is in RECORD but not in the archive" for name in sorted(parsed)]
-    return rows, digests
-
-
-def _check_claims(verdict: Verdict, name: str, patches_dir: Path, overlay_dir: Path) -> None:
-    """What the provenance claims against this checkout, where it builds the same label (a wheel of another
-    label is another checkout's: nothing here to compare with): the pin, the series, the overlay. It says why
-    a wheel differs; without the anchor it refuses what needs no upstream wheel (the overlay is the checkout's)."""
-    doc = verdict.provenance or {}
-    target = Target(name, _upstream_version(doc))
-    try:
-        upstream = load_upstream(patches_dir, target)
-        series = read_series(upstream.directory)
-        overlay = load_overlay(overlay_dir, target)
-    except ConfigError:
-        return
-    if doc.get("version") != upstream.local_version or doc.get("revision") != upstream.revision:
-        return
-    pins = {w.filename: w.sha256 for w in upstream.wheels}
-    up = doc.get("upstream", {})
-    if pins.get(up.get("filename")) != up.get("sha256"):
-        verdict.problems.append(f"built from {up.get('filename')} ({up.get('sha256')}), which upstream.toml does not pin")
-    built = [(p.get("name"), p.get("sha256")) for p in doc.get("patches", [])]
-    series_now = [(p.name, p.sha256) for p in series.patches]
-    if built != series_now:
-        verdict.problems.append(f"built with patches {built}, the series at {upstream.directory} is {series_now}; rebuild")
-    overlay_now = {f.path: sha256_bytes(f.data) for f in overlay}
-    claimed: dict[str, Any] = doc["overlay"] if isinstance(doc.get("overlay"), dict) else {}
-    differ = sorted(n for n in {*claimed, *overlay_now} if claimed.get(n) != overlay_now.get(n))
-    if differ:
-        verdict.problems.append(f"overlay files differ from {overlay_root(overlay_dir, target.dist)} "
-                                f"({', '.join(differ[:5])}{' and more' if len(differ) > 5 else ''}); rebuild")
-
-
-def _upstream_version(doc: dict[str, Any]) -> str:
-    try:
-        return str(parse_wheel_filename(doc.get("upstream", {}).get("filename", ""))[1])
-    except (InvalidWheelFilename, InvalidVersion, AttributeError):
-        return "0"
-
-
-# --- every member explained ------------------------------------------------------------------------
-
-
-def _rebuild_fix(info: DistInfo, doc: dict[str, Any]) -> str:
-    return (f"rebuild the wheel ('nvfp4-overlay build {info.name}=={_upstream_version(doc)}') and find out who "
-            f"changed this copy")
-
-
-def _explain_by_plan(verdict: Verdict, info: DistInfo, digests: dict[str, str], derived: anchor.Derived) -> None:
-    """Every member against the build made again: its bytes, nothing more, nothing less, the provenance too."""
-    doc = verdict.provenance or {}
-    fix = _rebuild_fix(info, doc)
-    provenance = f"{info.dist_info}/{PROVENANCE}"
-    for name, found in sorted(digests.items()):
-        if name == provenance:  # held field by field: the tool that wrote it may be another release
-            continue
-        if name not in derived.record:
-            verdict.refuse(MemberProblem(name, "unexplained", f"absent: {derived.upstream} has no such member and "
-                                         "neither the series nor the overlay adds it", found, fix))
-        elif derived.record[name] != found:
-            verdict.refuse(MemberProblem(name, derived.kind(name), derived.record[name], found, fix))
-    for name in sorted(set(derived.record) - set(digests) - {provenance}):
-        verdict.refuse(MemberProblem(name, "missing", derived.record[name], "absent", fix))
-    differ = anchor.differing_keys(doc, derived.provenance) if provenance in digests else []
-    if differ:
-        verdict.refuse(MemberProblem(provenance, "provenance", f"what the build writes ({', '.join(differ)} as "
-                                     f"derived from {derived.upstream})", f"other {', '.join(differ)}", fix))
-
-
-def _explain_by_provenance(verdict: Verdict, info: DistInfo, rows: dict[str, tuple[str, str, str]],
-                           digests: dict[str, str]) -> None:
-    """Without the anchor, a diagnosis: each member against the digests its own provenance carries. A member
-    that contradicts them was edited after the build (refused); agreeing proves nothing."""
-    doc = verdict.provenance or {}
-    if not doc:
-        return
-    fix = _rebuild_fix(info, doc)
-    up = doc.get("upstream", {})
-    carried, patched, overlay = up.get("record"), doc.get("patched"), doc.get("overlay", {})
-    if not isinstance(carried, dict) or not isinstance(patched, dict):
-        verdict.notes.append(
-            f"the provenance carries no digests of the patched files and upstream's RECORD rows (an older build), "
-            f"and {up.get('filename')} cannot be had to plan the wheel again: its members cannot be explained; "
-            f"rebuild it, or verify again where that file can be had")
-        return
-    verdict.notes.append(f"without {up.get('filename')}, the members were held to the digests the wheel's own "
-                         f"provenance carries: that names an edit the provenance does not know of, and vouches for "
-                         f"nothing (a rewriter rewrites the provenance too)")
-    made = {f"{info.dist_info}/RECORD", f"{info.dist_info}/{PROVENANCE}"}
-    for kind, table in (("overlay", overlay), ("patched", patched)):
-        for name, sha in sorted(table.items()):
-            made.add(name)
-            found = digests.get(name)
-            if found is None:
-                verdict.refuse(MemberProblem(name, "missing", _as_record_hash(sha), "absent", fix))
-            elif found != _as_record_hash(sha):
-                verdict.refuse(MemberProblem(name, kind, _as_record_hash(sha), found, fix))
-    rest = [rows[n] for n in sorted(rows) if n not in made]
-    extra = sorted(n for n in digests if n not in rows and n not in made)
-    found_digest = record_rows_sha256([*rest, *((n, digests[n], "") for n in extra)])
-    if (len(rest) + len(extra), found_digest) != (carried.get("rows"), carried.get("sha256")):
-        verdict.refuse(MemberProblem(
-            f"the {len(rest) + len(extra)} members carried over from upstream", "upstream",
-            f"{carried.get('rows')} RECORD rows of sha256 {carried.get('sha256')}",
-            f"{len(rest) + len(extra)} rows of sha256 {found_digest}",
-            f"verify again where {up.get('filename')} can be had (without --offline verify downloads it) to name the "
-            f"member; {fix}"))
-
-
-def _as_record_hash(hexdigest: str) -> str:
-    try:
-        raw = bytes.fromhex(hexdigest)
-    except (TypeError, ValueError):
-        return f"sha256 {hexdigest!r}"
-    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()

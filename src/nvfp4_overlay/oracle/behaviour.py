@@ -11,6 +11,9 @@ for every carried release. Pure but for check_series, which builds and probes a 
   torch.compile(fullgraph=True); patched compiles to one opaque op, starts no process and opens no
   FlashInfer file while tracing, hands the kernel what an eager call hands it, and its fake returns
   what upstream's wrapper allocates; every upstream parameter is in the op's schema.
+- The explored space (oracle/explored.py): every fake against upstream's wrapper at sizes around the
+  constants of the wrapper's own shape code, with every optional parameter in each state, to the
+  result's exact type.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from ..patch import Target, load_upstream
 from ..probes.flashinfer import compile_cases
 from ..probes.flashinfer.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
 from ..wheel import WheelReader, build, fetch
-from . import oracle
+from . import explored, oracle
 from .grid import compiled_digest, processes
 from .oracle import TRACE_GPUS, eager_digest, gpu_keys
 from .probe_runner import unpack
@@ -288,7 +291,12 @@ def check_series(target: Target, patches_dir: Path, overlay_dir: Path, source: f
     problems += trace_problems(target.version, ladder, routed(ladder))
     # Every row at every rank, fake against upstream's wrapper, also under --quick: no trace, seconds.
     problems += shape_problems(target.version, checks.shapes(patched, ROUTED_CANDIDATES))
-    return problems
+    if problems:  # the explored space is the dearest check: a port refused already is refused
+        return problems
+    # Sizes around every constant of each wrapper's shape code, every optional parameter in each state,
+    # the result's exact type (oracle/explored.py); under --quick the first row on the first GPU.
+    return explored.problems(target.version, explored.explore(upstream, patched, ROUTED_CANDIDATES,
+                                                              results=checks.results, quick=quick))
 
 
 def routed(ladder: dict[str, Any]) -> list[str]:

@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from .metadata import RecordRow, record_hash, write_record
+from .. import records
 
 PACKAGE = "flashinfer_jit_cache"
 DIST = "flashinfer-jit-cache"
@@ -57,8 +57,8 @@ def members(version: str, modules: list[Built], provenance: Mapping[str, Any], r
     out[f"{dist_info}/METADATA"] = _metadata(version, provenance, requires)
     out[f"{dist_info}/WHEEL"] = _wheel_file()
     out[f"{dist_info}/{PROVENANCE}"] = (json.dumps(provenance, indent=2, sort_keys=True) + "\n").encode()
-    rows = [RecordRow(name, record_hash(data), str(len(data))) for name, data in out.items()]
-    out[f"{dist_info}/RECORD"] = write_record(f"{dist_info}/RECORD", rows)
+    rows = [records.Row(name, records.hash_of(data), str(len(data))) for name, data in out.items()]
+    out[f"{dist_info}/RECORD"] = records.write(f"{dist_info}/RECORD", rows)
     return out
 
 

@@ -1,12 +1,12 @@
-"""Wheel metadata: the dist-info, the local version, RECORD and the embedded provenance."""
+"""Wheel metadata: the dist-info, the local version, an upstream RECORD read and held, and the embedded provenance.
+
+RECORD's format is records.py's; what is here is what a bad RECORD means to the build: an upstream wheel
+not to trust (names.UNTRUSTED)."""
 
 from __future__ import annotations
 
-import base64
 import csv
 import functools
-import hashlib
-import io
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -17,11 +17,11 @@ from typing import Any
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from .. import records
 from ..errors import UnsafeArchiveError
 from .names import UNTRUSTED
 
 PROVENANCE = "NVFP4_OVERLAY.json"
-_RECORD_HASH = re.compile(r"[a-z0-9_]+=[A-Za-z0-9_-]+=*")  # PEP 376: algorithm=urlsafe-base64 digest
 
 
 @dataclass(frozen=True)
@@ -119,40 +119,13 @@ def set_version(metadata: bytes, version: str) -> bytes:
     return (new_head + sep + body).encode("utf-8")
 
 
-def record_hash(data: bytes) -> str:
-    """PEP 376 / PEP 427: sha256, urlsafe base64 without padding."""
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-@dataclass(frozen=True)
-class RecordRow:
-    path: str
-    hash: str
-    size: str
-
-
-def parse_record(data: bytes, where: str) -> dict[str, RecordRow]:
+def parse_record(data: bytes, where: str) -> dict[str, records.Row]:
     """RECORD's rows by path; every malformed row is reported at once (as installer's validation does)."""
-    rows: dict[str, RecordRow] = {}
-    problems: list[str] = []
     try:
-        parsed = list(csv.reader(io.StringIO(data.decode("utf-8"))))
+        rows, problems = records.parse(data)
     except (UnicodeDecodeError, csv.Error) as exc:
         msg = f"{where}: not a CSV file of UTF-8 text ({exc}); {UNTRUSTED}"
         raise UnsafeArchiveError(msg, path=where, expected="CSV in UTF-8", found=str(exc), fix=UNTRUSTED) from exc
-    for number, row in enumerate(parsed, start=1):
-        if not row:
-            continue
-        if len(row) != 3:
-            problems.append(f"row {number} {row!r} does not have three fields")
-        elif row[0] in rows:
-            problems.append(f"row {number}: {row[0]} is listed twice")
-        elif row[1] and not _RECORD_HASH.fullmatch(row[1]):
-            problems.append(f"row {number}: {row[0]} has hash {row[1]!r}, not 'sha256=<urlsafe base64>'")
-        elif row[2] and not row[2].isdigit():
-            problems.append(f"row {number}: {row[0]} has size {row[2]!r}, not a number of bytes")
-        else:
-            rows[row[0]] = RecordRow(*row)
     if problems:
         msg = f"{where}: malformed RECORD ({UNTRUSTED}):\n  " + "\n  ".join(problems[:20])
         raise UnsafeArchiveError(msg, path=where, expected="PEP 376 RECORD rows", found="; ".join(problems[:20]),
@@ -160,15 +133,7 @@ def parse_record(data: bytes, where: str) -> dict[str, RecordRow]:
     return rows
 
 
-def _matches(row: RecordRow, data: bytes) -> bool:
-    algorithm, _, digest = row.hash.partition("=")
-    if algorithm not in hashlib.algorithms_guaranteed or algorithm in ("md5", "sha1"):
-        return False  # PEP 427: a hash weaker than sha256 is not accepted
-    actual = base64.urlsafe_b64encode(hashlib.new(algorithm, data).digest()).rstrip(b"=").decode()
-    return digest.rstrip("=") == actual and (not row.size or int(row.size) == len(data))
-
-
-def checked_read(read: Callable[[str], bytes], record: Mapping[str, RecordRow], where: str) -> Callable[[str], bytes]:
+def checked_read(read: Callable[[str], bytes], record: Mapping[str, records.Row], where: str) -> Callable[[str], bytes]:
     """`read`, checking each member's bytes against its RECORD row before anything uses them.
 
     The build decompresses only what it patches; unchanged members are copied raw with their
@@ -182,23 +147,16 @@ def checked_read(read: Callable[[str], bytes], record: Mapping[str, RecordRow], 
             msg = f"{where}: {name} is not in its RECORD (or has no hash); {UNTRUSTED}"
             raise UnsafeArchiveError(msg, path=where, item=name, expected="a RECORD row with a hash", found="none",
                                      fix=UNTRUSTED)
-        if not _matches(row, data):
+        if not row.matches(data):
+            found = records.hash_of(data)
             msg = (
-                f"{where}: {name} is {record_hash(data)} ({len(data)} bytes), its RECORD says {row.hash} "
+                f"{where}: {name} is {found} ({len(data)} bytes), its RECORD says {row.hash} "
                 f"({row.size} bytes): corrupt or altered; {UNTRUSTED}"
             )
-            raise UnsafeArchiveError(msg, path=where, item=name, expected=row.hash, found=record_hash(data), fix=UNTRUSTED)
+            raise UnsafeArchiveError(msg, path=where, item=name, expected=row.hash, found=found, fix=UNTRUSTED)
         return data
 
     return checked
-
-
-def write_record(record_path: str, rows: Iterable[RecordRow]) -> bytes:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerows((row.path, row.hash, row.size) for row in sorted(rows, key=lambda r: r.path))
-    writer.writerow([record_path, "", ""])
-    return out.getvalue().encode("utf-8")
 
 
 def provenance(
@@ -216,7 +174,7 @@ def provenance(
     """NVFP4_OVERLAY.json: what the wheel was built from, enough to check it against the series, and
     every member without the upstream wheel: the sha256 of each overlay file and each member the build
     rewrote (`patched`: the series' files, METADATA), and of the RECORD rows it carried over from
-    upstream unchanged (`upstream.record`: their count and probes.doctor_files.record_rows_sha256)."""
+    upstream unchanged (`upstream.record`: their count and records.rows_sha256)."""
     document = {
         "tool": "nvfp4-overlay",
         "tool_version": tool_version,

@@ -8,22 +8,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import __version__
+from .. import __version__, records
 from ..errors import ConfigError, UnsafeArchiveError
 from ..patch import Applied, HunkResult, OverlayFile, Patch, Series, Upstream, UpstreamWheel, apply_series
-from ..probes.doctor.doctor_files import record_rows_sha256
 from .metadata import (
     PROVENANCE,
     DistInfo,
-    RecordRow,
     checked_read,
     find_dist_info,
     local_filename,
     parse_record,
     provenance,
-    record_hash,
     set_version,
-    write_record,
 )
 from .names import UNTRUSTED, name_problem
 
@@ -84,11 +80,11 @@ def plan_wheel(
     changed = _with_overlay(applied, overlay, infos, upstream)
     # 4. Unchanged members keep their bytes and RECORD rows; the dist-info moves to the new version.
     copied, rows = _carried_over(infos, old, new, changed, record, pin.filename)
-    carried = {"rows": len(rows), "sha256": record_rows_sha256((r.path, r.hash, r.size) for r in rows)}
+    carried = {"rows": len(rows), "sha256": records.rows_sha256((r.path, r.hash, r.size) for r in rows)}
     made = _made_members(old, new, infos, read, changed, upstream, pin, series, overlay, applied, carried)
-    rows += [RecordRow(m.name, record_hash(m.data), str(len(m.data))) for m in made]
+    rows += [records.Row(m.name, records.hash_of(m.data), str(len(m.data))) for m in made]
     record_path = f"{new.dist_info}/RECORD"
-    made.append(NewMember(record_path, write_record(record_path, rows)))
+    made.append(NewMember(record_path, records.write(record_path, rows)))
     # 5. Sorted members, the dist-info last and RECORD last of all: the same inputs, the same bytes.
     entries = sorted([*copied, *made], key=lambda e: (e.name.startswith(new.dist_info + "/"), e.name == record_path, e.name))
     _check_names(entries, pin.filename)
@@ -138,12 +134,12 @@ def _with_overlay(applied: Applied, overlay: Sequence[OverlayFile], infos: Mappi
 
 def _carried_over(
     infos: Mapping[str, zipfile.ZipInfo], old: DistInfo, new: DistInfo, changed: Mapping[str, bytes | None],
-    record: Mapping[str, RecordRow], filename: str,
-) -> tuple[list[Entry], list[RecordRow]]:
+    record: Mapping[str, records.Row], filename: str,
+) -> tuple[list[Entry], list[records.Row]]:
     rewritten = {f"{old.dist_info}/{n}" for n in ("RECORD", "METADATA", PROVENANCE)}
     signatures = f"{old.dist_info}/RECORD."
     copied: list[Entry] = []
-    rows: list[RecordRow] = []
+    rows: list[records.Row] = []
     for name, info in infos.items():
         if name in changed or name in rewritten or name.startswith(signatures):
             continue  # RECORD.jws / RECORD.p7s sign the upstream RECORD, which no longer holds
@@ -159,7 +155,7 @@ def _carried_over(
         new_name = old.rename(name, new)
         copied.append(CopiedMember(new_name, info))
         same = new_name == name and row.size  # the row as upstream wrote it: checked above, kept
-        rows.append(row if same else RecordRow(new_name, row.hash, str(info.file_size)))
+        rows.append(row if same else records.Row(new_name, row.hash, str(info.file_size)))
     absent = sorted(set(record) - set(infos))
     if absent:
         msg = f"{filename}: RECORD lists {', '.join(absent[:5])}, which the archive does not hold; {UNTRUSTED}"

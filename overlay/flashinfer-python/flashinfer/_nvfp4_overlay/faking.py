@@ -5,10 +5,11 @@ torch runs a fake in, so that every output is allocated by upstream's code: its 
 result's type and arity, whatever the release. Only what would build or launch a kernel answers
 otherwise, and only in the thread that fakes, for as long as it fakes (``faking``):
 
-- every JIT spec generator (a FlashInfer function named ``gen_*_module``) answers a stand-in spec, and every ``JitSpec.build_and_load`` a stand-in module: no nvcc, no file
-  opened, no process, no dlopen; the stand-in module's kernels (and the module itself, called as a
-  CuTe-DSL kernel is) do nothing and return None, so that a wrapper that reads what a kernel
-  returns fails, never builds on a made-up value;
+- every JIT spec generator (a FlashInfer function named ``gen_*_module``) answers a stand-in spec,
+  and every ``JitSpec.build_and_load`` a stand-in module: no nvcc, no file opened, no process, no
+  dlopen; the stand-in module's kernels (and the module itself, called as a CuTe-DSL kernel is) do
+  nothing and return None, so that a wrapper that reads what a kernel returns fails, never builds
+  on a made-up value;
 - a library's own compiler (CuTe DSL's ``cute.compile``, which releases before 0.7.4 call outside
   FlashInfer's loader) refuses, so that such a path fails the fake rather than compiling;
 - every workspace getter that keeps its buffers in a cache of its own (``utils._get_cache_buf``, a
@@ -33,8 +34,8 @@ import functools
 import re
 import sys
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Tuple
 from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 _state = threading.local()
 _lock = threading.RLock()
@@ -113,7 +114,8 @@ class StandInSpec:
 # --- the switch ---------------------------------------------------------------------------------------
 
 Owner = Any  # a module's namespace (a dict), or a class
-Place = Tuple[Owner, str, str]  # (where, name, kind: "cached", "generator", "loader", "workspace" or "compiler")
+# [where, name, kind, upstream's object, its switch]: kind "cached", "generator", "loader", "workspace", "compiler"
+Place = List[Any]
 Switched = Tuple[Owner, str, Any, Any]  # (where, name, upstream's object, the switch)
 _replacements: Dict[Tuple[int, str], Any] = {}  # (id of upstream's object, kind) -> its switch, made once
 _kept: List[Any] = []  # upstream's objects that have a switch (so that their ids stay theirs)
@@ -136,13 +138,17 @@ class NotDerivable(RuntimeError):
 
 
 def _switch() -> List[Switched]:
-    """Bind every switchable name to its switch; what was switched, to put back."""
+    """Bind every switchable name to its switch; what was switched, to put back. A place holds what it
+    found there; a name re-bound since (a probe's stand-in, say) is looked at again."""
     switched = []
-    for owner, name, kind in _where():
-        original = _get(owner, name)
-        if original is None or kind != "compiler" and _kind(original) != kind:
-            continue  # re-bound since it was found (a probe's stand-in, say): left as it is
-        replacement = _replacement(original, kind)
+    for place in _where():
+        owner, name, kind, original, replacement = place
+        current = _get(owner, name)
+        if current is not original:
+            if current is None or kind != "compiler" and _kind(current) != kind:
+                continue
+            place[3], place[4] = current, _replacement(current, kind)
+            original, replacement = place[3], place[4]
         _set(owner, name, replacement)
         switched.append((owner, name, original, replacement))
     return switched
@@ -160,19 +166,21 @@ def _set(owner: Owner, name: str, value: Any) -> None:
 
 
 def _where() -> List[Place]:
-    """Where something to switch may be: FlashInfer's module namespaces, JitSpec and its subclasses, the
+    """Where something to switch is: FlashInfer's module namespaces, JitSpec and its subclasses, the
     libraries' compilers; found again when the set of loaded modules changes."""
     count = len(sys.modules)
     found = _places.get(count)
     if found is None:
-        found = []
+        spots: List[Tuple[Owner, str, str]] = []
         for module_name, module in list(sys.modules.items()):
             if module is not None and _upstreams_module(module_name):
                 namespace = vars(module)
-                found += [(namespace, n, k) for n, v in list(namespace.items()) if (k := _kind(v))]
-        found += [(cls, "build_and_load", "loader") for cls in _spec_classes()]
-        found += [(vars(sys.modules[m]), n, "compiler") for m, names in _COMPILERS.items()
+                spots += [(namespace, n, k) for n, v in list(namespace.items()) if (k := _kind(v))]
+        spots += [(cls, "build_and_load", "loader") for cls in _spec_classes()]
+        spots += [(vars(sys.modules[m]), n, "compiler") for m, names in _COMPILERS.items()
                   if sys.modules.get(m) is not None for n in names if n in vars(sys.modules[m])]
+        found = [[owner, name, kind, _get(owner, name), _replacement(_get(owner, name), kind)]
+                 for owner, name, kind in spots]
         _places.clear()
         _places[count] = found
     return found

@@ -155,9 +155,9 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
         if codec:
             types.append(codec.schema)
         elif p.name in hints:
-            types.append(_schema_type(hints[p.name], p.name))
+            types.append(_carries_none(_schema_type(hints[p.name], p.name)))
         elif p.name in entry.types:  # upstream left it unannotated
-            types.append(entry.types[p.name])
+            types.append(_carries_none(entry.types[p.name]))
         else:
             raise TypeError(f"parameter {p.name} has no annotation; give it a type in entries.py")
     for name, (schema_type, default) in entry.hidden.items():
@@ -179,6 +179,16 @@ def _plan(fn: Callable[..., Any], entry: Entry) -> _Plan:
     op, form, fresh_op, fresh_form = ops.defined(fn, entry, names, types, decode)
     return _Plan(fn, entry, tuple(names), tuple(positional), defaults, encode, accepts, op, form, tuple(types),
                  fresh_op, fresh_form)
+
+
+def _carries_none(schema_type: str) -> str:
+    """A scalar's schema type that also carries None: Python lets a caller pass None for an ``int`` or a
+    ``str`` (0.7.4's nvfp4_quantize_paged_kv_cache(kv_layout=None) is HND, eagerly), and the op must hand
+    upstream what the caller gave (a ``bool`` schema turns None into False)."""
+    return schema_type + "?" if schema_type in _SCALARS else schema_type
+
+
+_SCALARS = {"int", "float", "bool", "str", "ScalarType", "Device"}
 
 
 def _mutable(schema_type: str, index: int) -> str:

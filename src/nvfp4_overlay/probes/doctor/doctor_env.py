@@ -7,8 +7,6 @@ and doctor judges them where it runs.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import platform
@@ -16,6 +14,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from nvfp4_overlay import records
 
 PROVENANCE = "NVFP4_OVERLAY.json"  # metadata.PROVENANCE, the file every patched wheel's dist-info holds
 
@@ -63,30 +63,5 @@ def _provenance(dist: metadata.Distribution) -> dict[str, Any] | None:
 
 def check_record(dist: metadata.Distribution) -> dict[str, Any]:
     """Every installed file with a hash in RECORD (PEP 376), hashed again: edits and deletions show."""
-    modified: list[str] = []
-    missing: list[str] = []
-    matching = 0
-    files = [f for f in dist.files or () if f.hash is not None]
-    for item in files:
-        assert item.hash is not None
-        try:
-            digest = _file_digest(Path(str(dist.locate_file(item))), item.hash.mode)
-        except FileNotFoundError:
-            missing.append(str(item))
-            continue
-        except (OSError, ValueError):  # an unknown hash algorithm or an unreadable file: say so
-            modified.append(str(item))
-            continue
-        if digest == item.hash.value:
-            matching += 1
-        else:
-            modified.append(str(item))
-    return {"files": len(files), "matching": matching, "modified": sorted(modified), "missing": sorted(missing)}
-
-
-def _file_digest(path: Path, mode: str) -> str:
-    digest = hashlib.new(mode)
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    rows = [records.Row(*row) for row in records.read(dist.read_text("RECORD") or "") if len(row) == 3]
+    return records.check_files(rows, Path(str(dist.locate_file("")))).data()

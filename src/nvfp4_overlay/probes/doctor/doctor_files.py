@@ -8,16 +8,13 @@ its version and provenance (what rollback reads) and, for a patched build, `agai
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+from nvfp4_overlay import records
 from nvfp4_overlay.probes.doctor.doctor_env import PROVENANCE, python_facts
 
 
@@ -38,26 +35,21 @@ def distribution_facts(name: str) -> dict[str, Any]:
     return facts
 
 
-# What an installer writes into RECORD beside the wheel's own rows (pip, uv; PEP 376, 610, 627).
-INSTALLER_FILES = ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD", "uv_cache.json")
-
-
 def check_provenance(dist: metadata.Distribution, provenance: dict[str, Any]) -> dict[str, Any]:
     """The RECORD the wheel was installed with, held to the provenance the build wrote into the wheel.
 
     An installer copies the wheel's RECORD rows (it does not hash the files again), so a row that differs
     from the provenance means the wheel arrived edited; a file that differs from its row was changed
     after the install (check_record). Overlay and patched files are held to their sha256; the rows
-    carried over from upstream to the count and record_rows_sha256 the build recorded.
+    carried over from upstream to the count and records.rows_sha256 the build recorded.
     """
-    rows = {str(f): (str(f), f"{f.hash.mode}={f.hash.value}", "" if f.size is None else str(f.size))
-            for f in dist.files or () if f.hash is not None}
+    rows = {row[0]: tuple(row) for row in records.read(dist.read_text("RECORD") or "") if len(row) == 3 and row[1]}
     explained = {**provenance.get("overlay", {}), **provenance.get("patched", {})}
-    differs = sorted(n for n, sha in explained.items() if n not in rows or rows[n][1] != _record_hash(sha))
-    carried = [row for n, row in rows.items() if n not in explained and not installer_row(n, rows)]
+    differs = sorted(n for n, sha in explained.items() if n not in rows or rows[n][1] != (records.from_hex(sha) or ""))
+    carried = [row for n, row in rows.items() if n not in explained and not _not_carried(n, rows)]
     expected = provenance.get("upstream", {}).get("record")
     facts: dict[str, Any] = {"explained": len(explained), "differs": differs,
-                             "carried": {"rows": len(carried), "sha256": record_rows_sha256(carried)}}
+                             "carried": {"rows": len(carried), "sha256": records.rows_sha256(carried)}}
     if isinstance(expected, dict):
         facts["carried"]["ok"] = (expected.get("rows"), expected.get("sha256")) == (len(carried), facts["carried"]["sha256"])
         if not facts["carried"]["ok"]:  # doctor names the rows against the upstream wheel, where it has that
@@ -65,35 +57,9 @@ def check_provenance(dist: metadata.Distribution, provenance: dict[str, Any]) ->
     return facts
 
 
-def installer_row(name: str, rows: dict[str, Any]) -> bool:
-    """A row the installer wrote, not the wheel: its own dist-info files, scripts outside site-packages,
-    bytecode it compiled from a .py file of the same distribution, the provenance (made by the build)."""
-    head, _, tail = name.rpartition("/")
-    if name.startswith(("../", "/")) or (head.endswith(".dist-info") and tail in (*INSTALLER_FILES, PROVENANCE)):
-        return True
-    if head.endswith("__pycache__") and tail.endswith(".pyc"):
-        source = f"{head[: -len('__pycache__')]}{tail.split('.', 1)[0]}.py"
-        return source in rows
-    return False
-
-
-def _record_hash(hexdigest: str) -> str:
-    try:
-        return "sha256=" + base64.urlsafe_b64encode(bytes.fromhex(hexdigest)).rstrip(b"=").decode()
-    except (TypeError, ValueError):
-        return ""
-
-
-def record_rows_sha256(rows: Iterable[Sequence[str]]) -> str:
-    """The sha256 of RECORD rows (path, hash, size) as a RECORD writes them: csv, sorted by path, "\n" ends.
-
-    The build records it in the provenance for the members it carries over from upstream unchanged;
-    verify and doctor compute it again from the RECORD they read (one definition, standard library only).
-    """
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(sorted(tuple(row) for row in rows))
-    return hashlib.sha256(out.getvalue().encode()).hexdigest()
-
+def _not_carried(name: str, rows: dict[str, Any]) -> bool:
+    """A row no upstream wheel brought: the installer's (records.installer_row), or the provenance the build made."""
+    return records.installer_row(name, rows) or name.endswith(f".dist-info/{PROVENANCE}")
 
 
 def main(names: Sequence[str]) -> int:

@@ -68,8 +68,7 @@ def spread(items: list[Any], keep: int) -> list[Any]:
     return [items[round(i * step)] for i in range(keep)]
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: Any) -> Generator[None, Any, Any]:
+def _runtest_call(item: Any) -> Generator[None, Any, Any]:
     if _harness is None:
         return (yield)
     with _harness.case() as counts:
@@ -79,8 +78,7 @@ def pytest_runtest_call(item: Any) -> Generator[None, Any, Any]:
             item.nvfp4_counts = Counts(**asdict(counts))
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, Any]:
+def _runtest_makereport(item: Any, call: Any) -> Generator[None, Any, Any]:
     report = yield
     counts = getattr(item, "nvfp4_counts", None)
     if report.when == "call" or (report.when == "setup" and report.skipped):
@@ -88,6 +86,12 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, Any]
                 "counts": asdict(counts) if counts is not None else None,
                 "failure": str(report.longrepr).strip().splitlines()[-1][:300] if report.failed else None})
     return report
+
+
+# pytest's hook wrappers, marked by a call rather than a decorator: pytest is not in the lint extra, so
+# mypy sees hookimpl as untyped, and a decorator would untype the function it wraps.
+pytest_runtest_call = pytest.hookimpl(wrapper=True)(_runtest_call)
+pytest_runtest_makereport = pytest.hookimpl(wrapper=True)(_runtest_makereport)
 
 
 def _write(line: dict[str, Any]) -> None:
