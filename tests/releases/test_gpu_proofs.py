@@ -34,7 +34,7 @@ def test_each_proof_answers_help_on_the_cpu(script: str) -> None:
 def test_the_fp4_proof_runs_the_probes_layouts() -> None:
     import fp4_quantize
 
-    from nvfp4_overlay.probes.flashinfer.cases import FP4_LAYOUTS
+    from nvfp4_overlay.probes.flashinfer.tables.cases import FP4_LAYOUTS
 
     assert fp4_quantize.LAYOUTS == [row for row in FP4_LAYOUTS if row[0] != "pdl-inverted"]
     assert len(fp4_quantize.LAYOUTS) == 9

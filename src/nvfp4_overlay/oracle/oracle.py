@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import files
 from ..files import short_digest
-from ..probes.flashinfer.cases import ONLY_GPU
+from ..probes.flashinfer.tables.cases import ONLY_GPU
 from ..probes.serve import probe_module
 from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
 from .probe_runner import run_probe
@@ -249,7 +249,7 @@ def ladder_plan(entries: Sequence[str], *, quick: bool, gpus: Gpus = TRACE_GPUS,
                 torch_cuda: str | None = None) -> dict[str, Any]:
     """What the probe runs: every entry point on `gpus`; torch's CUDA release named only where it is not
     the probe's 12.8. On the default GPUs, an entry point upstream runs on one other GPU alone
-    (probes/flashinfer/cases.py ONLY_GPU) runs on that GPU too, there alone."""
+    (probes/flashinfer/tables/cases.py ONLY_GPU) runs on that GPU too, there alone."""
     plan: dict[str, Any] = {"entries": list(entries), "gpus": [list(g) for g in gpus], "quick": quick}
     alone: dict[str, list[str]] = {}
     for name in entries:

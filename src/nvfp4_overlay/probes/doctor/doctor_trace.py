@@ -4,8 +4,8 @@ First the environment's facts (probes/doctor/doctor_env.py): the interpreter, th
 with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
 the installed FlashInfer routes (where its route decorators sit, flashinfer.gemm's included; for an
 unpatched one, the FP4/MXFP8 entry points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
-table of probes/flashinfer/cases.py (FlashInfer's own compile list: the first case of
-probes/flashinfer/compile_cases.py that routes); the report names each one that fails.
+table of probes/flashinfer/tables/cases.py (FlashInfer's own compile list: the first case of
+probes/flashinfer/tables/compile_cases.py that routes); the report names each one that fails.
 
 Prints one JSON line per fact as soon as it is known ({"python": ...}, {"distributions": ...},
 {"gpu": ...}, {"import": ...}, {"trace": ...}), so a crash or a hang in the trace still leaves the
@@ -62,14 +62,14 @@ def routed_entries(flashinfer: Any) -> dict[str, Any]:
     found = routed.entry_points(flashinfer)
     if found:
         return found
-    from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+    from nvfp4_overlay.probes.flashinfer.tables.cases import CANDIDATES
 
     return routed.entry_points(flashinfer, CANDIDATES)
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     """torch.compile(fullgraph=True) over one call of each routed entry point: the graph, the processes."""
-    from nvfp4_overlay.probes.flashinfer import cases, compile_cases
+    from nvfp4_overlay.probes.flashinfer.tables import cases, compile_cases
 
     sys.addaudithook(WATCHED.audit)
     entries: dict[str, Any] = {}
