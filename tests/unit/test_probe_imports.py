@@ -66,3 +66,18 @@ def test_each_shared_piece_is_defined_once() -> None:
                  "_with_scale", "Placeholder", "prints_to_stderr", "answer", "Traced", "caused_by_traced",
                  "_caused_by_traced", "_caused_by", "Watched"):
         assert len(defined.get(name, [])) <= 1, (name, defined[name])
+
+
+
+# The recorders whose audit() hears something other than io_audit.Watched's: who asked for each process and
+# open (the TP probe's Watch attributes each to SGLang's or FlashInfer's frame, and counts the tracer's).
+OTHER_HEARING = {"sglang.layer.tp_probe.Watch"}
+
+
+def test_a_trace_is_heard_by_one_audit_method() -> None:
+    """A recorder of a trace's processes and opens takes io_audit.Watched's audit() by inheriting, never by
+    writing a twin of it; one that hears something else is named in OTHER_HEARING, with what it hears."""
+    methods = {f"{_name(path)}.{node.name}" for path in PROBES.rglob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.ClassDef)
+               for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "audit"}
+    assert sorted(methods - OTHER_HEARING) == ["io_audit.Watched"], sorted(methods)
