@@ -7,7 +7,7 @@ ARGS ?=
 
 .PHONY: wheels jit-cache test test-fast test-releases test-torch oracle lint drift bench fuzz index docs routes audit-api check-generated cuda-audit sglang-launch-table sglang-regions-table sglang-layer-table sglang-regions-docs compile-list-table compile-list-docs clean distclean
 
-$(VENV)/.ready: pyproject.toml
+$(VENV)/.ready: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -e .
 	touch $@
@@ -34,7 +34,7 @@ test-fast: $(VENV)/.test-ready
 
 # ruff and mypy --strict, pinned in pyproject.toml's lint extra.
 lint: $(VENV)/.lint-ready
-	$(PY) -m ruff check src tests bench proofs build_wheels.py
+	$(PY) -m ruff check src tests bench proofs build_wheels.py setup.py
 	$(PY) -m mypy
 
 # Every carried release on every case, upstream probed afresh too (tests/oracle/ not taken): the weekly proof.
@@ -77,46 +77,50 @@ fuzz: $(VENV)/.test-ready
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/property/test_applier_properties.py \
 		--hypothesis-show-statistics --hypothesis-seed=0 $(ARGS)
 
+# Every generator of committed files is one command, `nvfp4-overlay generate NAME [--check]`
+# (`nvfp4-overlay generate --list` says what each writes and reads, and which need torch); the targets
+# below name them.
+
 # docs/patches.md's audit table and the overlay's cuda_sites.py, rendered from
 # patches/flashinfer-python/audit-cuda-versions.json
 docs: $(VENV)/.ready
-	$(PY) -c "from pathlib import Path; from nvfp4_overlay.audit import cuda_audit as a; p = Path('docs/patches.md'); \
-	audit = a.load_audit(Path('patches')); p.write_text(a.render_into(p.read_text(), audit)); \
-	Path('overlay/flashinfer-python/flashinfer/_nvfp4_overlay/cuda_sites.py').write_text(a.overlay_table(audit))"
+	$(PY) -m nvfp4_overlay generate cuda-docs $(ARGS)
 
 # Patch 0002 of every flashinfer-python release (or RELEASES="0.7.4 0.7.2"), written from the releases' own
-# text by the tool (`nvfp4-overlay routes`): run it after a change to the overlay's entries.py.
+# text by the tool (`nvfp4-overlay generate routes`): run it after a change to the overlay's entries.py.
 routes: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.cli routes $(RELEASES) $(ARGS)
+	$(PY) -m nvfp4_overlay generate routes $(RELEASES) $(ARGS)
 
 # patches/flashinfer-python/audit-serving-api.json from scans of every carried release, and
 # docs/serving-api.md's table from it.
 audit-api: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.cli audit-api $(ARGS)
-	$(PY) -c "from pathlib import Path; from nvfp4_overlay.audit import api_audit as a; p = Path('docs/serving-api.md'); \
-	p.write_text(a.render_into(p.read_text(), a.load_audit(Path('patches'))))"
+	$(PY) -m nvfp4_overlay generate audit-api $(ARGS)
 
-# The generated committed files are what the generators write (CI; tests/releases/test_routes.py too).
+# The generated committed files are what the generators write: every generator that has --check
+# (CI; tests/unit/test_generate.py holds this list to `generate --list`; tests/releases/test_routes.py too).
 check-generated: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.cli routes --check $(ARGS)
-	$(PY) -m nvfp4_overlay.cli audit-api --check $(ARGS)
-	$(PY) -m nvfp4_overlay.cli launch-table --check $(ARGS)
-	$(PY) -m nvfp4_overlay.oracle.compile_table docs --check
+	$(PY) -m nvfp4_overlay generate routes --check $(ARGS)
+	$(PY) -m nvfp4_overlay generate audit-api --check $(ARGS)
+	$(PY) -m nvfp4_overlay generate cuda-audit --check $(ARGS)
+	$(PY) -m nvfp4_overlay generate cuda-docs --check
+	$(PY) -m nvfp4_overlay generate launch-table --check $(ARGS)
+	$(PY) -m nvfp4_overlay generate compile-list-docs --check
+	$(PY) -m nvfp4_overlay generate sglang-regions-docs --check
 
 # patches/sglang/audit-launch.json from every SGLang release's own argument handling (or VERSIONS="0.5.20";
 # torch, about a minute a release), then docs/patches.md's and the README's launch-line tables from it.
 sglang-launch-table: $(VENV)/.test-ready
-	$(PY) -m nvfp4_overlay.cli launch-table --resolve $(VERSIONS) $(ARGS)
+	$(PY) -m nvfp4_overlay generate launch-table --resolve $(VERSIONS) $(ARGS)
 
 # patches/flashinfer-python/audit-cuda-versions.json made anew from every carried release's scan (each
 # call with the releases it is in, every verdict kept); then make docs. --check: CI's comparison.
 cuda-audit: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.audit.cuda_audit_make $(ARGS)
+	$(PY) -m nvfp4_overlay generate cuda-audit $(ARGS)
 
 # patches/sglang/audit-regions.json from the SGLang region probe (every stack's SGLang release, or
 # VERSIONS="0.5.19 0.5.20"; torch, minutes per release), and docs/sglang-regions.md's table from it.
 sglang-regions-table: $(VENV)/.test-ready
-	$(PY) -m nvfp4_overlay.oracle.sglang_table table $(VERSIONS)
+	$(PY) -m nvfp4_overlay generate sglang-regions $(VERSIONS) $(ARGS)
 
 # patches/sglang/audit-layer.json from the whole-layer probe's runs (probes/sglang/layer/: every release with a
 # fullgraph prefill path; the NVFP4 layers, the FP8 block-scale layers, the seed's whole model; one process:
@@ -129,20 +133,20 @@ sglang-layer-table: $(VENV)/.test-ready
 # (or RELEASES="0.7.4 0.6.8.post1"), upstream and patched, from the compile-list probe (torch; minutes a
 # release, kept in the result cache); then make compile-list-docs renders docs/compile-list.md from it.
 compile-list-table: $(VENV)/.test-ready
-	$(PY) -m nvfp4_overlay.oracle.compile_table table $(RELEASES)
+	$(PY) -m nvfp4_overlay generate compile-list $(RELEASES) $(ARGS)
 
 compile-list-docs: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.oracle.compile_table docs
+	$(PY) -m nvfp4_overlay generate compile-list-docs
 
 sglang-regions-docs: $(VENV)/.ready
-	$(PY) -m nvfp4_overlay.oracle.sglang_table docs
+	$(PY) -m nvfp4_overlay generate sglang-regions-docs
 
 index: $(VENV)/.ready
 	$(PY) build_wheels.py index $(ARGS)
 
 # The `wheel` package is needed only for the `wheel unpack` + `wheel pack` baseline row.
 bench: $(VENV)/.test-ready
-	$(PY) -c "import wheel" 2>/dev/null || $(PY) -m pip install -q wheel
+	$(PY) -m pip show -q wheel >/dev/null 2>&1 || $(PY) -m pip install -q wheel
 	$(PY) bench/run.py $(ARGS)
 
 clean:

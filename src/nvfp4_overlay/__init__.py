@@ -1,3 +1,3 @@
 """nvfp4-overlay: patched FlashInfer and SGLang wheels, built from the pinned upstream wheels."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

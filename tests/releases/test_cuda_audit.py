@@ -107,7 +107,7 @@ def test_a_new_caller_in_a_release_is_unclassified(case: str) -> None:
 @pytest.mark.upstream
 def test_the_audit_is_what_the_carried_releases_scans_give() -> None:
     """make cuda-audit's output is the committed file: every call of the 38 releases, with the releases
-    each is in, every verdict kept (what 'python -m nvfp4_overlay.audit.cuda_audit_make --check' holds)."""
+    each is in, every verdict kept (what 'nvfp4-overlay generate cuda-audit --check' holds)."""
     scans = {r: cuda_audit.call_sites(_python_files(r), AUDIT.forwarders()) for r in RELEASES}
     assert cuda_audit.as_json(cuda_audit.regenerated(AUDIT, scans)) == (PATCHES / "flashinfer-python" / cuda_audit.AUDIT).read_text()
 

@@ -154,3 +154,22 @@ def test_a_wheelhouse_means_no_network(project: Layout, capsys: pytest.CaptureFi
     assert cli.main(["build", *args]) == 2
     err = capsys.readouterr().err
     assert f"not found in {layout['wheelhouse']} or the cache" in err and "--wheelhouse means no network" in err
+
+
+def test_a_wheel_an_older_tool_built_verifies_while_its_members_are_equal(
+        project: Layout, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A new tool version changes the provenance's tool_version (so the wheel's bytes), nothing else: verify by this
+    tool holds a wheel of the version before to the same members, the tool that wrote it aside."""
+    from nvfp4_overlay import __version__
+    from nvfp4_overlay.wheel import recipe
+
+    layout = project(FILES, {"0001-ten.patch": PATCH})
+    monkeypatch.setattr(recipe, "__version__", "0.0.1")
+    assert cli.main(["build", *cli_args(layout)]) == 0
+    monkeypatch.undo()
+    wheel = next(layout["dist"].glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        provenance = json.loads(zf.read(next(n for n in zf.namelist() if n.endswith("NVFP4_OVERLAY.json"))))
+    assert provenance["tool_version"] == "0.0.1" != __version__
+    capsys.readouterr()
+    assert cli.main(["verify", *data_args(layout), str(wheel)]) == 0, capsys.readouterr().out

@@ -132,6 +132,7 @@ MISSING_PATH = {
     "routes": ["routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "audit-api": ["audit-api", "--check", "--patches-dir", "/no/such/patches", "--offline"],
     "launch-table": ["launch-table", "--check", "--patches-dir", "/no/such/patches", "--offline"],
+    "generate": ["generate", "routes", "--check", "--patches-dir", "/no/such/patches", "--offline"],
 }
 
 
@@ -437,7 +438,7 @@ def _bad_toml(tmp_path: Path) -> Path:
 
 def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     """Every SGLang stack gets a line (none is the goal), and the JSON holds the region audit's answer."""
-    from nvfp4_overlay.audit import sglang_audit
+    from nvfp4_overlay.audit import sglang_audit, sglang_raw
     from nvfp4_overlay.oracle import sglang_releases
 
     code, out, _ = run_cli("list", "--json", "--patches-dir", str(PATCHES), "--overlay-dir", str(OVERLAY))
@@ -452,11 +453,15 @@ def test_list_states_what_each_sglang_stack_leaves_raw() -> None:
     for stack, regions in remaining.items():
         (at,) = [i for i, line in enumerate(lines) if line.startswith((f"  {stack}:", f"  {stack} (default):"))]
         assert "raw FlashInfer or SGLang code left:" in lines[at + 1]
-        # never an unqualified "none": the audited regions' scope, then each call outside them
-        assert "in the audited regions; outside them: fp8_blockscale_gemm_sm90 (SM90" in lines[at + 1]
-        assert "tinygemm_bf16 (GPT-OSS (forward_dwdp)): routed" in lines[at + 1]
+        # never an unqualified "none": the audited regions' scope on each stack's line ...
+        assert lines[at + 1].endswith(" in the audited regions") and "outside them" not in lines[at + 1]
         for region in regions:
             assert region in lines[at + 1], (stack, region)
+    # ... and what lies outside them, the same for every stack, said once after the stacks
+    (outside,) = [line for line in lines if "outside the audited regions" in line]
+    assert lines.index(outside) < lines.index("series:")
+    assert "fp8_blockscale_gemm_sm90 (SM90" in outside and "tinygemm_bf16 (GPT-OSS (forward_dwdp)): routed" in outside
+    assert text.count(sglang_raw.NOT_TRACED) == 1 and sglang_raw.NOT_TRACED in outside
     assert [c["function"] for c in json.loads(out)["conditional_raw"] if c["routed"]] == [
         "fp8_blockscale_gemm_sm90", "tinygemm_bf16"]
 

@@ -18,5 +18,6 @@ from . import (
 )
 from .api_audit import Audit, PublicFunction, load_audit, new_apis
 
-__all__ = ["Audit", "PublicFunction", "api_audit", "api_rules", "cuda_audit", "inert", "load_audit", "new_apis",
+__all__ = ["Audit", "PublicFunction", "api_audit", "api_rules", "cuda_audit",
+           "cuda_audit_make", "inert", "load_audit", "new_apis",
            "routes", "sglang_audit", "sglang_calls", "sglang_launch", "sglang_launch_table", "sglang_models", "sglang_raw", "sglang_reach"]

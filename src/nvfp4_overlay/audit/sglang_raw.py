@@ -43,6 +43,15 @@ def conditional_calls(routes: Any) -> list[dict[str, Any]]:
 
 
 def qualified(regions_said: str, calls: list[dict[str, Any]]) -> str:
-    """The one-line answer of list and doctor: the audited regions' verdict, then each conditional call."""
+    """The one-line answer of doctor: the audited regions' verdict, then each conditional call."""
+    return f"{regions_said} in the audited regions; outside them: {_calls(calls)}"
+
+
+def outside(calls: list[dict[str, Any]]) -> str:
+    """list's sentence, once under its stacks: each conditional call, then what these checks do not trace."""
+    return f"For every stack, outside the audited regions: {_calls(calls)}"
+
+
+def _calls(calls: list[dict[str, Any]]) -> str:
     said = [f"{c['function']} ({c['condition']}): {'routed' if c['routed'] else 'raw'}" for c in calls]
-    return f"{regions_said} in the audited regions; outside them: " + "; ".join(said) + f"; {NOT_TRACED}"
+    return "; ".join(said) + f"; {NOT_TRACED}"

@@ -1,7 +1,8 @@
 """The command line, `nvfp4-overlay COMMAND`: the only place that prints and decides the exit status.
 
-parser.py holds the arguments and their help, context.py checks the paths and variables they name
-before any work starts; build.py, listing.py, operate.py, doctor.py, commands.py and generate.py run the commands, each module
+parser.py holds the arguments and their help (generators.py names the generators `generate` runs), context.py checks
+the paths and variables they name before any work starts; build.py, listing.py, operate.py, doctor.py, commands.py and
+generate.py run the commands, each module
 imported only when its command runs, so the CLI starts without the build machinery. Errors are
 rendered here, once: a sentence on stderr, and with --json their data on stdout (argument errors too,
 a full disk, Ctrl-C, SIGTERM); output.py writes it all, so that a closed pipe ends the output, not the

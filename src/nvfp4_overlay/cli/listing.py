@@ -37,7 +37,9 @@ def cmd_list(ctx: Context) -> int:
                      + ", ".join([*map(str, stack.targets), *(f"{t} (upstream, unpatched)" for t in stack.upstream)]))
         if stack.name in remaining:
             lines.append("    SGLang's compiled regions, raw FlashInfer or SGLang code left: "
-                         + sglang_raw.qualified(_raw_line(remaining[stack.name]), conditional))
+                         f"{_raw_line(remaining[stack.name])} in the audited regions")
+    if remaining:  # the same for every stack: said once
+        lines.append("  " + sglang_raw.outside(conditional))
     lines.append("series:")
     for s in series:
         state = f"built: {', '.join(s['built'])}" if s["built"] else "not built"

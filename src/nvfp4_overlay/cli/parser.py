@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 from .. import __version__
 from ..errors import UsageError
+from .generators import GENERATORS
 
 DAY = 86400  # the longest --trace-timeout
 LAUNCH_GPUS = ("sm90", "sm100", "sm120", "sm121")  # doctor --gpu: the families audit/sglang_launch.py fakes
@@ -103,18 +104,27 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "  nvfp4-overlay propose --dry-run            print what it would open\n"
                 "  GITHUB_TOKEN=... nvfp4-overlay propose --repo OWNER/NAME\n"
                 "The refresh workflow runs it weekly; exit 1 when a release needs a person (an issue)."),
+    "generate": ("generate", "write a committed file with its generator (routes, audits, the documents' tables), "
+                 "or with --check say whether the committed one is what it writes; --list names them",
+                 "  nvfp4-overlay generate --list                     each generator, what it writes and reads\n"
+                 "  nvfp4-overlay generate routes 0.7.4               patch 0002 of that release\n"
+                 "  nvfp4-overlay generate cuda-docs --check          CI: exit 1 if a committed file differs\n"
+                 "  nvfp4-overlay generate compile-list 0.7.4         torch: the compile-list probe\n"
+                 "make check-generated runs every generator that has --check."),
     "routes": ("generate", "write patch 0002 (the route patch) of flashinfer-python releases from their own text: "
-               "every entry point the overlay routes, placed by name",
+               "every entry point the overlay routes, placed by name (the same as 'generate routes')",
                "  nvfp4-overlay routes                  every carried release\n"
                "  nvfp4-overlay routes 0.7.4 0.7.2\n"
                "  nvfp4-overlay routes --check          CI: exit 1 if a committed patch differs"),
     "launch-table": ("generate", "render docs/patches.md's launch-line table and the README's release table from "
-                     "patches/sglang/audit-launch.json (--resolve: write it anew from each SGLang release's own code)",
+                     "patches/sglang/audit-launch.json (--resolve: write it anew from each SGLang release's own code; "
+                     "the same as 'generate launch-table')",
                      "  nvfp4-overlay launch-table --check              CI: exit 1 if a document differs\n"
                      "  nvfp4-overlay launch-table --resolve 0.5.20     that release's matrix, resolved again (torch)\n"
                      "--resolve needs torch in this interpreter (make test's .venv) and the pinned wheels in the cache."),
     "audit-api": ("generate", "write the serving-API audit (patches/flashinfer-python/audit-serving-api.json) from "
-                  "scans of every carried flashinfer-python release",
+                  "scans of every carried flashinfer-python release, and docs/serving-api.md's table from it (the same "
+                  "as 'generate audit-api')",
                   "  nvfp4-overlay audit-api\n"
                   "  nvfp4-overlay audit-api --check       CI: exit 1 if the committed audit differs"),
 }
@@ -299,6 +309,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     _source(p)
     _output(p)
 
+    _generate(command("generate"), prog)
+
     for name in ("routes", "audit-api"):
         p = command(name)
         if name == "routes":
@@ -308,6 +320,29 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
         _source(p)
         _output(p)
     return top
+
+
+def _generate(p: argparse.ArgumentParser, prog: str) -> None:
+    """generate's own sub-commands, one a generator of cli/generators.py, each with only the options it takes."""
+    p.add_argument("--list", action="store_true", help="name each generator, what it writes and reads, "
+                   "whether it needs torch and has --check")
+    _output(p)
+    sub = p.add_subparsers(dest="generator", metavar="NAME", parser_class=Parser)
+    for g in GENERATORS:
+        one = sub.add_parser(g.name, help=g.summary, description=g.summary[0].upper() + g.summary[1:] + ".",
+                             prog=f"{prog} generate {g.name}")
+        if g.positional:
+            one.add_argument("releases", nargs="*", metavar=g.positional,
+                             help="limit it to these releases (default: every one)")
+        if g.check:
+            one.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed file differs")
+        if g.name == "launch-table":
+            one.add_argument("--resolve", nargs="*", metavar="RELEASE", default=None, help="resolve the matrix again "
+                             "with these SGLang releases' own code (none named: every one; torch)")
+        _data(one)
+        if g.upstream or g.name == "launch-table":
+            _source(one)
+        _output(one, inner=True)
 
 
 def _data(parser: argparse.ArgumentParser, *, overlay: bool = True) -> None:
@@ -345,10 +380,13 @@ def _upstream_lookup(parser: argparse.ArgumentParser, *, offline: bool = True) -
     parser.set_defaults(all_platforms=False, python_version=None, platform=None)
 
 
-def _output(parser: argparse.ArgumentParser) -> None:
+def _output(parser: argparse.ArgumentParser, *, inner: bool = False) -> None:
+    """--json and --quiet; `inner`: a sub-command's, unset unless given, so that `generate --json NAME` keeps it."""
+    unset = {"default": argparse.SUPPRESS} if inner else {}
     group = parser.add_argument_group("output")
-    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr")
-    group.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    group.add_argument("--json", action="store_true", help="one JSON document on stdout (errors too); logs on stderr",
+                       **unset)  # type: ignore[arg-type]
+    group.add_argument("--quiet", action="store_true", help="no progress on stderr", **unset)  # type: ignore[arg-type]
 
 
 # Option values, refused by argparse (exit 2, naming the option) before any work: ArgumentTypeError's

@@ -5,14 +5,14 @@ from __future__ import annotations
 from . import behaviour, sglang_launch_runs, sglang_releases
 from .sglang_releases import SGLANG, audit_releases
 
-__all__ = ["SGLANG", "audit_releases", "behaviour", "compile_table", "sglang_launch_runs", "sglang_releases"]
+__all__ = ["SGLANG", "audit_releases", "behaviour", "compile_table", "sglang_launch_runs", "sglang_releases",
+           "sglang_table"]
 
 
 def __getattr__(name: str) -> object:
-    """compile_table on first use: it is also run as a module (python -m ...compile_table), which an
-    import here would load twice."""
-    if name == "compile_table":
+    """The committed tables' generators on first use: only `nvfp4-overlay generate` and `list` need them."""
+    if name in ("compile_table", "sglang_table"):
         import importlib
 
-        return importlib.import_module(f"{__name__}.compile_table")
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(name)

@@ -1,9 +1,9 @@
 """FlashInfer's own compile list per release: the probe's runs (cached), their verdicts, the committed table and its docs.
 
-``python -m nvfp4_overlay.oracle.compile_table table [RELEASE...]`` runs the compile-list probe
+``nvfp4-overlay generate compile-list [RELEASE...]`` runs the compile-list probe
 (probes/flashinfer/compile_list.py) on the upstream and the patched tree of each carried
 flashinfer-python release (default: all) and writes their verdicts into
-patches/flashinfer-python/audit-compile-list.json; ``... docs [--check]`` renders docs/compile-list.md's
+patches/flashinfer-python/audit-compile-list.json; ``generate compile-list-docs [--check]`` renders docs/compile-list.md's
 table from it (``--check``: writes nothing, exit 1 if the committed document differs). Each run is
 kept in the result cache under its inputs (oracle.Results, as the trace ladder's), so the tests and
 the table read the same runs.
@@ -277,28 +277,3 @@ def write_table(patches_dir: Path, overlay_dir: Path, versions: Sequence[str], c
         path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         print(f"flashinfer-python {release}: compile list probed", file=sys.stderr)
     return path
-
-
-def main(argv: Sequence[str]) -> int:
-    root = Path.cwd()  # the checkout (make runs it there)
-    patches, overlay, document = root / "patches", root / "overlay", root / "docs" / "compile-list.md"
-    if argv[:1] == ["table"]:
-        from ..wheel import fetch
-
-        write_table(patches, overlay, argv[1:], fetch.default_cache_dir())
-        return 0
-    if argv[:1] == ["docs"]:
-        text = render_into(document.read_text(encoding="utf-8"), load_table(patches))
-        if "--check" in argv[1:]:
-            if text != document.read_text(encoding="utf-8"):
-                print(f"{document}: differs from what {AUDIT} renders; run make compile-list-docs", file=sys.stderr)
-                return 1
-            return 0
-        document.write_text(text, encoding="utf-8")
-        return 0
-    print("usage: python -m nvfp4_overlay.oracle.compile_table table [RELEASE...] | docs [--check]", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

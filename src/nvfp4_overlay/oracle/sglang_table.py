@@ -1,10 +1,10 @@
 """Writes patches/sglang/audit-regions.json from the region probe, and docs/sglang-regions.md from it.
 
-``python -m nvfp4_overlay.oracle.sglang_table table [VERSION...]`` probes the releases named (default:
-every SGLang release of patches/stacks.toml) and writes their part of the table;
-``python -m nvfp4_overlay.oracle.sglang_table docs`` renders the document's tables from the committed ones
-(and the overlay's entries.py; the whole-layer table from sglang_layer's) (`make sglang-regions-table`, `make sglang-regions-docs`);
-``... claims`` prints, per stack, the regions nothing remains raw in (for stack-claims.toml). Needs torch
+``nvfp4-overlay generate sglang-regions [VERSION...]`` probes the releases named (default: every SGLang
+release of patches/stacks.toml) and writes their part of the table (write_table);
+``generate sglang-regions-docs`` renders the document's tables from the committed ones (and the overlay's
+entries.py; the whole-layer table from sglang_layer's) (rendered_docs); ``generate stack-claims`` prints, per
+stack, the regions nothing remains raw in (covered_claims, for stack-claims.toml). Needs torch
 (the probe); the trees are the pinned wheels, unpacked, and the patched ones built from the series.
 """
 
@@ -137,14 +137,14 @@ def write_table(patches_dir: Path, overlay_dir: Path, versions: Sequence[str], s
     return path
 
 
-def render_docs(patches_dir: Path, overlay_dir: Path, document: Path) -> None:
+def rendered_docs(patches_dir: Path, overlay_dir: Path, document: str) -> str:
+    """The document with its tables as the committed region, reach and layer tables and the routes render them."""
     table = sglang_audit.load_table(patches_dir)
     carried = {r.version: r.carried for r in sglang_releases.audit_releases(patches_dir)}
     routes = sglang_audit.read_routes(overlay_dir / "flashinfer-python")
     rendered = markdown_table(table, carried, routes, sglang_reach.load_reach(patches_dir))
-    text = render_into(document.read_text(encoding="utf-8"), rendered)
-    text = sglang_layer.render_into(text, sglang_layer.markdown(sglang_layer.load_table(patches_dir)))
-    document.write_text(text, encoding="utf-8")
+    text = render_into(document, rendered)
+    return sglang_layer.render_into(text, sglang_layer.markdown(sglang_layer.load_table(patches_dir)))
 
 
 def covered_claims(patches_dir: Path, overlay_dir: Path) -> str:
@@ -163,23 +163,3 @@ def covered_claims(patches_dir: Path, overlay_dir: Path) -> str:
         stack = f"sglang-{version}"
         lines.append(f'[stacks."{stack}"]\ncovers = [{covers}]\n')
     return "\n".join(lines)
-
-
-def main(argv: Sequence[str]) -> int:
-    root = Path.cwd()  # the checkout (make runs it there)
-    patches, overlay = root / "patches", root / "overlay"
-    if argv[:1] == ["table"]:
-        write_table(patches, overlay, argv[1:], fetch.Source(fetch.default_cache_dir()))
-        return 0
-    if argv[:1] == ["docs"]:
-        render_docs(patches, overlay, root / "docs" / "sglang-regions.md")
-        return 0
-    if argv[:1] == ["claims"]:
-        print(covered_claims(patches, overlay), end="")
-        return 0
-    print("usage: python -m nvfp4_overlay.oracle.sglang_table table [VERSION...] | docs | claims", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
