@@ -43,7 +43,7 @@ test-releases: $(VENV)/.test-ready
 	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_FRESH=1 $(PY) -m pytest tests/releases/test_trace_flashinfer.py \
 		tests/releases/test_cuda_versions.py tests/releases/test_cuda_audit.py tests/releases/test_oracle_releases.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_regions.py -k sm121 $(ARGS)
-	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_layer.py tests/releases/test_sglang_layer_tp.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest $(LAYER_TESTS) tests/releases/test_sglang_layer_tp.py $(ARGS)
 	NVFP4_OVERLAY_FULL=1 $(PY) -m pytest tests/releases/test_sglang_launch.py $(ARGS)
 
 # Upstream's half of the oracle into tests/oracle/ (after a change to the probes, or for a new release):
@@ -123,10 +123,12 @@ cuda-audit: $(VENV)/.ready
 sglang-regions-table: $(VENV)/.test-ready
 	$(PY) -m nvfp4_overlay generate sglang-regions $(VERSIONS) $(ARGS)
 
-# patches/sglang/audit-layer.json from the whole-layer test's runs (every release with a fullgraph prefill
-# path, one process: each run writes its entry), then make sglang-regions-docs.
+# patches/sglang/audit-layer.json from the whole-layer probe's runs (probes/sglang/layer/: every release with a
+# fullgraph prefill path; the NVFP4 layers, the FP8 block-scale layers, the seed's whole model; one process:
+# each run writes its entry), then make sglang-regions-docs.
+LAYER_TESTS := tests/releases/test_sglang_layer.py tests/releases/test_sglang_layer_fp8.py tests/releases/test_sglang_seed.py
 sglang-layer-table: $(VENV)/.test-ready
-	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_WRITE_LAYER=1 $(PY) -m pytest -n 0 tests/releases/test_sglang_layer.py $(ARGS)
+	NVFP4_OVERLAY_FULL=1 NVFP4_OVERLAY_WRITE_LAYER=1 $(PY) -m pytest -n 0 $(LAYER_TESTS) $(ARGS)
 
 # patches/flashinfer-python/audit-compile-list.json: FlashInfer's own compile list on every carried release
 # (or RELEASES="0.7.4 0.6.8.post1"), upstream and patched, from the compile-list probe (torch; minutes a

@@ -6,7 +6,7 @@ The patched wheel of the release is built from the checkout and unpacked; one ch
 it with the compile-list probe's stand-ins (probes/flashinfer/compile_list.py: SM90 faked, CPU
 tensors) and every kernel a no-op that records nothing, so what is timed is the wrapper's own
 Python, and calls
-each function of the list on its first case (probes/flashinfer/compile_cases.py) that upstream runs
+each function of the list on its first case (probes/flashinfer/tables/compile_cases.py) that upstream runs
 without refusing: the routed function (what ``flashinfer.<name>`` is in the patched wheel) against
 the upstream function it wraps (``__wrapped__``), in interleaved rounds of 200 calls, the fastest
 round of each. A function the overlay does not route is timed alone and reported as such. Upstream's
@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "src"))
 PROBE = r'''
 import json, sys, time, warnings
 import torch
-from nvfp4_overlay.probes.flashinfer import compile_cases, compile_list
+from nvfp4_overlay.probes.flashinfer import compile_list
+from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 from nvfp4_overlay.probes.flashinfer.compile_harness import resolve
 warnings.simplefilter("ignore")
 flashinfer, box = compile_list.setup({"path": sys.argv[1], "wheel": sys.argv[2]}, (9, 0), "12.8")

@@ -326,7 +326,9 @@ def _duration(seconds: float) -> str:
 EAGER_PROBE = r'''
 import json, os, sys, time
 import torch
-from nvfp4_overlay.probes.flashinfer import cases, flashinfer_trace as probe, serving_stubs
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace as probe
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import cases
 torch.version.cuda = "12.8"
 os.environ["FLASHINFER_WORKSPACE_BASE"] = sys.argv[1]
 import flashinfer

@@ -452,6 +452,14 @@ def sources_digest(*paths: Path) -> str:
     return digest.hexdigest()
 
 
+def probe_sources_digest(module: str, *trees: Path) -> str:
+    """The key of a probe run as `python -m nvfp4_overlay.<module>` over unpacked trees: its module and every
+    module of the package it imports (oracle.modules_digest), then the trees' .py files (sources_digest)."""
+    import hashlib
+
+    return hashlib.sha256(f"{oracle.modules_digest([module])}\0{sources_digest(*trees)}".encode()).hexdigest()
+
+
 def rewritten_wheel(wheel: Path, dest: Path, edits: Mapping[str, bytes], *, sums: bool = True) -> Path:
     """A copy of `wheel` in dest with `edits` (member -> its new bytes; a name the wheel lacks is added) and all
     that the wheel says about itself rewritten to match, as whoever can write the file can do: its RECORD rows,

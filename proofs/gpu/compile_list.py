@@ -4,7 +4,7 @@
 
 `--wheels` holds `patched/` and `upstream/` (flashinfer-python wheels, the same releases) and `deps/`
 (apache-tvm-ffi for this interpreter). On the GPU (SM90), for each release and each function of the
-list the overlay routes (probes/flashinfer/compile_cases.py: the first case that routes, its inputs
+list the overlay routes (probes/flashinfer/tables/compile_cases.py: the first case that routes, its inputs
 made on the GPU from a fixed seed):
 
 - eager, twice on fresh copies of the inputs: what it returns and every tensor input as the call left
@@ -40,8 +40,8 @@ MARK = "@@COMPILE_LIST@@"
 
 def routed_calls(flashinfer: Any) -> dict[str, tuple[str, Any]]:
     """qualname -> (case id, make) for every function of the list the overlay routes in this release."""
-    from nvfp4_overlay.probes.flashinfer import compile_cases
     from nvfp4_overlay.probes.flashinfer.compile_harness import resolve
+    from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 
     release = flashinfer.__version__.split("+")[0]
     out = {}

@@ -53,7 +53,7 @@ SELECTION: dict[str, dict[str, tuple[str, ...]]] = {
 
 def targets() -> str:
     """Every function of the list the overlay routes, as the plugin names them (upstream's wheel gets the same)."""
-    from nvfp4_overlay.probes.flashinfer import compile_cases
+    from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 
     return ",".join(f"flashinfer.{q}" for q in compile_cases.every_name() if q not in compile_cases.EAGER_ONLY)
 

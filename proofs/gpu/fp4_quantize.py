@@ -39,7 +39,7 @@ from pathlib import Path
 
 import driver as proof_driver  # src/ on sys.path, before the probes' import below
 
-from nvfp4_overlay.probes.flashinfer.cases import FP4_LAYOUTS
+from nvfp4_overlay.probes.flashinfer.tables.cases import FP4_LAYOUTS
 
 MARK = "@@GPU_PROOF@@"
 OP = "nvfp4_overlay.flashinfer_fp4_quantize.default"

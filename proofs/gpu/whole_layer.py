@@ -40,8 +40,11 @@ from typing import Any
 
 import torch
 
-sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2] / "tests" / "releases")]
-import driver  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import driver  # noqa: E402 - src/ on sys.path: the probes, the one copy of each
+
+from nvfp4_overlay.probes import io_audit  # noqa: E402 - the backend's stop
+from nvfp4_overlay.probes.sglang.layer import piecewise as layer_piecewise  # noqa: E402 - its faked GPU, inlined
 
 MARK = "@@LAYER@@"
 SIZES = (16, 128)
@@ -203,7 +206,6 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
     under its piecewise context managers; the backend records the graph's ops, with a compiler named
     has SGLang's own backend split and compile it (`compiled`), and stops there (the run would build
     FlashInfer's JIT module)."""
-    import sglang_layer_probe as probe
     import whole_layer_build
 
     os.environ.setdefault("SGLANG_CACHE_DIR", tempfile.mkdtemp(prefix="whole-layer-sglang-"))
@@ -225,17 +227,17 @@ def trace(sglang_tree: str, flashinfer_tree: str, compiler: str = "") -> dict[st
 
             SGLangBackend(CompilationConfig([SIZES[0]], compiler), object())(graph, example_inputs)
             result["compiled"] = compiler
-        raise probe._Traced
+        raise io_audit.Traced
 
-    probe.fake_gpu_inlined()  # the faked torch.cuda answers, inlined (0.5.20 traces is_cuda())
+    layer_piecewise.fake_gpu_inlined()  # the faked torch.cuda answers, inlined (0.5.20 traces is_cuda())
     fused_ops(built.layer, compiler or "eager", enter=True)
     install_torch_compiled(built.layer, backend_factory=backend)
     batch, layer = built.batch(SIZES[0]), built.layer
     with whole_layer_build.piecewise_graph(), whole_layer_build.compiling(), built.piecewise_forward(batch):
         try:
             layer(*inputs(SIZES[0], 0, "cpu")[:2], batch, inputs(SIZES[0], 0, "cpu")[2])
-        except Exception as exc:  # noqa: BLE001 - ours (_Traced) or where dynamo gave up
-            if not probe._caused_by(exc, probe._Traced):
+        except Exception as exc:  # noqa: BLE001 - ours (io_audit.Traced) or where dynamo gave up
+            if not io_audit.caused_by_traced(exc):
                 text = str(exc)
                 where = text.find("from user code:")
                 result["error"] = f"{type(exc).__name__}: {text[:300]}" + (f" ... {text[where:][-2500:]}" if where > 0 else "")

@@ -5,7 +5,7 @@ The server: `--quantization fp8` (a DeepSeek-style checkpoint: float8_e4m3fn wei
 scale per 128x128 block), `--fp8-gemm-backend flashinfer_deepgemm` (the linear layers call FlashInfer's
 `fp8_blockscale_gemm_sm90` through SGLang's fp8_utils), `--moe-runner-backend triton` (SGLang's Triton
 fused MoE), `--attention-backend torch_native`, one GPU. The layer is the region probe's tiny Qwen3-MoE
-(tests/releases/sglang_layer_probe.py: hidden 256, 4 heads of 64, 2 KV heads, 8 experts top-2), built
+(probes/sglang/layer/models.py: hidden 256, 4 heads of 64, 2 KV heads, 8 experts top-2), built
 under `torch.device` as SGLang's model loader does, every weight random from a fixed seed (FP8 values
 of a unit normal, block scales 1/sqrt(K) * U(0.75, 1.25), norms 1 + 0.1 N(0, 1)), then prepared by its
 own process_weights_after_loading. Its attention runs on SGLang's own KV pools (ReqToTokenPool,
@@ -30,16 +30,15 @@ from typing import Any
 import torch
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-for _path in (ROOT / "src", ROOT / "tests" / "releases", HERE):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
+import driver  # noqa: E402, F401 - src/ on sys.path: the probes, the one copy of each
 import sglang_bodies  # noqa: E402
-import sglang_layer_models as models  # noqa: E402 - the tiny Qwen3-MoE config
-import sglang_layer_probe as probe  # noqa: E402 - the single-rank DP-attention globals
 
 from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine, sglang_regions  # noqa: E402
+from nvfp4_overlay.probes.sglang.layer import kernels, models  # noqa: E402 - the layer probe's router fake, tiny config
+from nvfp4_overlay.probes.sglang.layer import server as layer_server  # noqa: E402 - its graph settings, DP-attention
 
 MODEL = "sglang.srt.models.qwen3_moe"
 FP8_CHECKPOINT = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
@@ -144,7 +143,7 @@ def server(ctx: Any, compiler: str) -> None:
     fp8 = importlib.import_module("sglang.srt.layers.quantization.fp8_utils")
     if tc_piecewise():
         sglang_drivers.serve(ctx, SERVER["moe_runner_backend"], SERVER)
-        probe.prefill_graph_config(ctx)  # published: the prefill on tc_piecewise, its settings object shared
+        layer_server.prefill_graph_config(ctx)  # published: the prefill on tc_piecewise, its settings object shared
         args = importlib.import_module("sglang.srt.runtime_context").get_server_args()
         args.cuda_graph_config.prefill.tc_compiler = compiler
     else:
@@ -153,7 +152,7 @@ def server(ctx: Any, compiler: str) -> None:
         for name, value in {**SERVER, "piecewise_cuda_graph_compiler": compiler}.items():
             object.__setattr__(args, name, value)
     fp8.initialize_fp8_gemm_config(*([args] if inspect.signature(fp8.initialize_fp8_gemm_config).parameters else []))
-    probe.single_rank_dp_attention()
+    layer_server.single_rank_dp_attention()
     if not torch.distributed.is_initialized():  # SGLang's compile backend asks torch.distributed for its rank
         store = os.path.join(tempfile.mkdtemp(prefix="whole-layer-pg-"), "store")
         torch.distributed.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
@@ -221,7 +220,7 @@ def build(sglang_tree: str, flashinfer_tree: str, fake_cc: tuple[int, int] | Non
         "FLASHINFER_WORKSPACE_BASE", tempfile.mkdtemp(prefix="whole-layer-fi-")))
     server(ctx, compiler)
     if gpu is not None:  # no Triton on the CPU: 0.5.20's Triton router as the region probe fakes it (a GPU runs it)
-        probe.jit_topk_fake(ctx)
+        kernels.jit_topk_fake(ctx)
     device = "cpu" if gpu is not None else "cuda"
     quant = importlib.import_module("sglang.srt.layers.quantization.fp8").Fp8Config.from_config(FP8_CHECKPOINT)
     default = torch.get_default_dtype()

@@ -133,7 +133,9 @@ EAGER_AND_COMPILED = r'''
 import json, os, sys, tempfile
 from pathlib import Path
 import torch
-from nvfp4_overlay.probes.flashinfer import flashinfer_trace, serving_stubs, space
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import space
 from nvfp4_overlay.probes.toolkit import make_toolkit
 torch.version.cuda = "12.8"
 os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp()), "12.8"))

@@ -3,7 +3,7 @@
 The real 0.7.4 wheel repacked as 0.7.5 (tests/synthetic_release.py) with two changes a release can bring:
 
 - a new JIT module whose nvcc architecture flags follow the toolkit, through the check imported
-  under an alias (probes/flashinfer/cuda_control.py): the audit has never seen the call site;
+  under an alias (probes/flashinfer/stubs/cuda_control.py): the audit has never seen the call site;
 - upstream fixing its own lookup (get_cuda_path takes pip's nvcc first, get_cuda_version reads the
   headers before it runs nvcc): patch 0001's decorator lines still apply, and would put the old
   lookup back.
@@ -33,7 +33,7 @@ from synthetic_release import PIP_NVCC, pip_toolkit_first, repack
 from nvfp4_overlay import cli
 from nvfp4_overlay.oracle import behaviour, grid, oracle, probe_runner
 from nvfp4_overlay.patch.manifest import Target
-from nvfp4_overlay.probes.flashinfer import cuda_control
+from nvfp4_overlay.probes.flashinfer.stubs import cuda_control
 from nvfp4_overlay.wheel import build, fetch
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("synthetic-release")]  # one build

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/, for h
 from helpers import COMMITTED_ORACLE, ReleaseOracle, cache_dir, flashinfer_releases, wheel_trees
 
 from nvfp4_overlay.oracle import oracle
-from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+from nvfp4_overlay.probes.flashinfer.tables.cases import CANDIDATES
 
 
 def main(argv: list[str]) -> int:

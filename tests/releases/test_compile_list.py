@@ -27,7 +27,7 @@ from helpers import (
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import compile_table
-from nvfp4_overlay.probes.flashinfer import compile_cases
+from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 

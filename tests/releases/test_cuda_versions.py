@@ -9,7 +9,7 @@ refusal) and write the same ``cuda_cflags`` into build.ninja for every FP4-quant
 specs whose flags come from the architecture list (or fail with the same error). The patched wheel
 starts no process to learn a version where upstream runs nvcc. A control run with every call
 answered from torch (a lookup that ignores the toolkit) must differ. Both trees also import a JIT module the
-audit has never seen (probes/flashinfer/cuda_control.py: its SM120 flags follow the toolkit, asked under an
+audit has never seen (probes/flashinfer/stubs/cuda_control.py: its SM120 flags follow the toolkit, asked under an
 alias): the patched wheel must hand nvcc what upstream hands it there too, and say it does not know
 the call site.
 """
@@ -25,7 +25,7 @@ from nvfp4_overlay.oracle import behaviour
 from nvfp4_overlay.oracle.behaviour import asks_version, cell_name
 from nvfp4_overlay.oracle.grid import compiled_digest, grid_cells, processes, with_toolkits
 from nvfp4_overlay.oracle.probe_runner import run_probe
-from nvfp4_overlay.probes.flashinfer import cuda_control
+from nvfp4_overlay.probes.flashinfer.stubs import cuda_control
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 

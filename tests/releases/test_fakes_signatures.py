@@ -22,7 +22,7 @@ from packaging.version import Version
 
 from nvfp4_overlay.audit import api_audit, api_scan
 from nvfp4_overlay.patch.manifest import all_targets
-from nvfp4_overlay.probes.flashinfer import cases
+from nvfp4_overlay.probes.flashinfer.tables import cases
 
 pytestmark = [pytest.mark.torch]
 RELEASES = [t.version for t in all_targets(PATCHES) if t.dist == "flashinfer-python"]

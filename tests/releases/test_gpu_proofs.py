@@ -34,7 +34,7 @@ def test_each_proof_answers_help_on_the_cpu(script: str) -> None:
 def test_the_fp4_proof_runs_the_probes_layouts() -> None:
     import fp4_quantize
 
-    from nvfp4_overlay.probes.flashinfer.cases import FP4_LAYOUTS
+    from nvfp4_overlay.probes.flashinfer.tables.cases import FP4_LAYOUTS
 
     assert fp4_quantize.LAYOUTS == [row for row in FP4_LAYOUTS if row[0] != "pdl-inverted"]
     assert len(fp4_quantize.LAYOUTS) == 9
@@ -102,3 +102,20 @@ def test_the_whole_layer_proof_answers_help_on_the_cpu() -> None:
                           check=False, cwd="/")
     assert done.returncode == 0, done.stderr
     assert "--wheels" in done.stdout and "--trace" in done.stdout
+
+
+@pytest.mark.torch
+def test_the_whole_layer_proof_takes_the_layer_probe_from_the_package() -> None:
+    """whole_layer.py and whole_layer_build.py import the layer probe's modules from src/ (driver.py puts it on
+    the path), as the other proofs take the probes: no folder of tests/ on their path."""
+    code = ("import json, sys\nsys.path.insert(0, sys.argv[1])\nimport whole_layer, whole_layer_build\n"
+            "print(json.dumps({'path': sys.path, 'files': {name: getattr(module, '__file__', None) "
+            "for name, module in sys.modules.items() if 'sglang_layer' in name or '.layer.' in name}}))\n")
+    done = subprocess.run([sys.executable, "-c", code, str(PROOFS)], capture_output=True, text=True, check=False,
+                          cwd="/")
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert [p for p in found["path"] if p.startswith(str(ROOT / "tests"))] == []
+    package = ROOT / "src" / "nvfp4_overlay" / "probes" / "sglang" / "layer"
+    assert found["files"]["nvfp4_overlay.probes.sglang.layer.models"] == str(package / "models.py")
+    assert sorted(name for name in found["files"] if not name.startswith("nvfp4_overlay.")) == []  # sglang_layer_*

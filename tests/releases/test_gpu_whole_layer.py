@@ -13,6 +13,7 @@ sgl-kernel's ops compute what the kernels do (moe_align_block_size against a loo
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import subprocess
@@ -23,11 +24,12 @@ from typing import Any
 import pytest
 from helpers import ROOT, cache_dir, without_route
 
+from nvfp4_overlay.oracle import oracle
+
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
 PROOFS = ROOT / "proofs" / "gpu"
 PROOF_FILES = [PROOFS / n for n in ("whole_layer.py", "whole_layer_build.py", "sglang_bodies.py")]
-PROBES = ROOT / "src" / "nvfp4_overlay" / "probes"
 SGLANG, FLASHINFER = "0.5.11", "0.6.8.post1"
 OP = "nvfp4_overlay.flashinfer_fp8_blockscale_gemm_sm90.default"
 
@@ -40,12 +42,24 @@ def _digest(*roots: Path) -> str:
     return digest.hexdigest()
 
 
+def _package_modules(*files: Path) -> list[str]:
+    """The package's modules that files outside it import (`from nvfp4_overlay.X import Y`: X.Y, or X where Y
+    is no module), dotted under it: with every module they import (oracle.modules_digest), the probes' part
+    of a proof's inputs."""
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("nvfp4_overlay."):
+                base = (node.module or "").removeprefix("nvfp4_overlay.")
+                found += [base, *(f"{base}.{alias.name}" for alias in node.names)]
+    return sorted(set(found))
+
+
 def traced(sglang: Path, flashinfer: Path, scratch: Path, compiler: str = "") -> dict[str, Any]:
     """whole_layer.py --trace [--compiler C], kept in the result cache under the digest of its inputs."""
     import torch
 
-    layer_probe = sorted((ROOT / "tests" / "releases").glob("sglang_layer_*.py"))  # the layer probe and its modules
-    key = _digest(*PROOF_FILES, *layer_probe, PROBES / "sglang", sglang, flashinfer)
+    key = _digest(*PROOF_FILES, sglang, flashinfer) + oracle.modules_digest(_package_modules(*PROOF_FILES))
     kept = cache_dir() / "gpu-whole-layer" / f"{hashlib.sha256(f'{key}{torch.__version__}{compiler}'.encode()).hexdigest()[:32]}.json"
     if kept.is_file():
         return dict(json.loads(kept.read_text()))

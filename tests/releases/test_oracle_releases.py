@@ -20,7 +20,7 @@ import pytest
 from helpers import COMMITTED_ORACLE, FRESH_UPSTREAM, OVERLAY, PATCHES, ReleaseOracle, by_release, flashinfer_releases
 
 from nvfp4_overlay.oracle import grid, oracle
-from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+from nvfp4_overlay.probes.flashinfer.tables.cases import CANDIDATES
 
 RELEASES = flashinfer_releases()
 
@@ -125,11 +125,11 @@ def test_the_cache_runs_a_probe_once_per_inputs_and_again_when_one_byte_changes(
     (probes / "sglang" / "sglang_regions.py").write_text("# another probe's source\n")
     ladder()
     assert counted == ["flashinfer_trace"] * 3  # a probe the ladder does not import: the same key
-    cases = probes / "flashinfer" / "cases.py"
+    cases = probes / "flashinfer" / "tables" / "cases.py"
     cases.write_bytes(cases.read_bytes() + b"\n")  # one byte of the probes
     ladder()
     assert counted == ["flashinfer_trace"] * 4
-    stubs = probes / "flashinfer" / "serving_stubs.py"  # imported by the ladder's probe, not named by the plan
+    stubs = probes / "flashinfer" / "stubs" / "serving_stubs.py"  # imported by the ladder's probe, not named by the plan
     stubs.write_bytes(stubs.read_bytes() + b"\n")
     ladder()
     assert counted == ["flashinfer_trace"] * 5

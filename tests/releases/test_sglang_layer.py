@@ -1,4 +1,4 @@
-"""SGLang's own piecewise compile of a whole decoder layer (Qwen3-MoE, ModelOpt NVFP4) on a CPU: tests/releases/sglang_layer_probe.py.
+"""SGLang's own piecewise compile of a whole decoder layer (Qwen3-MoE, ModelOpt NVFP4) on a CPU: probes/sglang/layer/probe.py.
 
 The release builds its own Qwen3MoeDecoderLayer and compiles it as its piecewise CUDA graph runner does
 for a prefill: install_torch_compiled(fullgraph=True), its SGLangBackend (the server's default compiler,
@@ -9,9 +9,9 @@ stack compiles whole on SM120, SM121 and SM100 with each MoE runner backend a us
 a control that removes fp4_quantize's route from the patched FlashInfer fails again. SGLang 0.5.20: the
 upstream layer fails in SGLang's own is_musa (an import of torchada, absent on CUDA servers) on every
 GPU; its patched series (0004) takes that as a constant. Each run is kept in the result cache under the
-digest of its inputs (the probe's and its modules' sources, both trees' files, the GPU, backend and
+digest of its inputs (the probe's module and every module of the package it imports, both trees' files, the GPU, backend and
 options, torch's version), as the region probes are. The other target architectures
-(tests/releases/sglang_layer_models.py: DeepSeek-V3 and Kimi-K2 (MLA), GLM-4.5, Qwen3.5 MoE, GLM-5) are
+(probes/sglang/layer/models.py: DeepSeek-V3 and Kimi-K2 (MLA), GLM-4.5, Qwen3.5 MoE, GLM-5) are
 built from each release's own model code, on every release whose tree has the model and compiles it
 piecewise (not_compiled reads why not from the tree: the model absent, its architecture in the
 release's piecewise_cuda_graph_disabled_model_archs, or for GLM-5 no split op around the DSA indexer),
@@ -34,29 +34,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglang_layer_models as layer_models
 from helpers import (
     FULL,
     PATCHES,
     ROOT,
     cache_dir,
     default_sglang,
+    probe_sources_digest,
     sglang_flashinfer_pins,
-    sources_digest,
     without_route,
 )
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import probe_runner, sglang_layer, sglang_releases
+from nvfp4_overlay.probes.sglang.layer import models as layer_models
 from nvfp4_overlay.wheel import fetch
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
-PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
-# The layer probe and every module of its own (models, fakes, kernels, server, runner): a run's inputs
-PROBE_FILES = tuple(p for p in sorted(PROBE.parent.glob("sglang_layer_*.py")) if p.name != "sglang_layer_tp_probe.py")
-PROBE_MODULES = ("sglang/sglang_drivers", "sglang/sglang_imports", "sglang/sglang_machine", "sglang/sglang_regions",
-                 "sglang/sglang_moe", "forking", "io_audit")
+PROBE = "probes.sglang.layer.probe"  # run as a module; it and every module it imports: a run's inputs
 # Every release with a fullgraph prefill path (tc_piecewise is gone from 0.5.22); `make test` runs the
 # default stack's and 0.5.20, `make test-releases` (NVFP4_OVERLAY_FULL=1) every one.
 RELEASES = {r.version: r for r in sglang_releases.audit_releases(PATCHES) if Version(r.version) <= Version("0.5.21")}
@@ -107,13 +103,13 @@ def layer_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str
               options: tuple[str, ...] = ()) -> dict[str, Any]:
     import torch
 
-    probes = ROOT / "src" / "nvfp4_overlay" / "probes"
-    key = sources_digest(*PROBE_FILES, *(probes / f"{m}.py" for m in PROBE_MODULES), sglang, flashinfer)
+    key = probe_sources_digest(PROBE, sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{options}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer" / f"{key}.json"
     if kept.is_file():
         return dict(json.loads(kept.read_text()))
-    done = subprocess.run([sys.executable, str(PROBE), str(sglang), str(flashinfer), *map(str, gpu), backend, *options],
+    done = subprocess.run([sys.executable, "-m", f"nvfp4_overlay.{PROBE}", str(sglang), str(flashinfer), *map(str, gpu),
+                           backend, *options],
                           capture_output=True, text=True, cwd=scratch, timeout=900, check=False,
                           env={**os.environ, "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi")})  # JIT builds: its own
     lines = done.stdout.strip().splitlines()
@@ -206,7 +202,7 @@ def test_the_document_renders_the_committed_layer_table() -> None:
     assert sglang_layer.render_into(text, sglang_layer.markdown(TABLE)) == text, "run `make sglang-regions-docs`"
 
 
-# The other target architectures (tests/releases/sglang_layer_models.py), each built tiny from the
+# The other target architectures (probes/sglang/layer/models.py), each built tiny from the
 # release's own model code, on every release whose tree has the model and compiles it piecewise
 # (not_compiled reads why not). Why the upstream stack fails on SM120, per model, held to the runs: an
 # NVFP4 linear outside SGLang's MoE op (the dense MLP, Kimi-K2's unfused shared expert, GLM-4.5's and

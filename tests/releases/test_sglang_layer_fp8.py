@@ -1,7 +1,7 @@
-"""FP8 block-scale decoder layers on SM90 per release, compiled as SGLang's piecewise runner compiles them: tests/releases/sglang_layer_probe.py.
+"""FP8 block-scale decoder layers on SM90 per release, compiled as SGLang's piecewise runner compiles them: probes/sglang/layer/probe.py.
 
 The target models' FP8 block-scale checkpoints (Qwen3-MoE's -FP8, DeepSeek-V3's own: e4m3 weights, one
-float32 scale per 128x128 block; sglang_layer_models: ``qwen3-moe-fp8``, ``deepseek-v3-fp8``) served
+float32 scale per 128x128 block; the layer probe's models.py: ``qwen3-moe-fp8``, ``deepseek-v3-fp8``) served
 on Hopper with ``--fp8-gemm-backend flashinfer_deepgemm``: SGLang's fp8_utils sends every block-scale
 linear layer to FlashInfer's ``fp8_blockscale_gemm_sm90``, raw inside the compiled graph, on every
 release whose fp8_utils calls it (0.5.9 on; the layer probe's releases end at 0.5.21, the last with a
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglang_layer_models as layer_models
 from helpers import FULL, PATCHES, default_sglang, without_patch, without_route
 from test_sglang_layer import IS_MUSA, PINS, RELEASES, TABLE, WRITE, layer_run, not_compiled, release_trees
 
 from nvfp4_overlay.oracle import sglang_layer
+from nvfp4_overlay.probes.sglang.layer import models as layer_models
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 

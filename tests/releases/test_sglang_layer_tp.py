@@ -1,4 +1,4 @@
-"""SGLang's own piecewise compile of a whole decoder layer at tensor parallel 2 on a CPU: tests/releases/sglang_layer_tp_probe.py.
+"""SGLang's own piecewise compile of a whole decoder layer at tensor parallel 2 on a CPU: probes/sglang/layer/tp_probe.py.
 
 Two real ranks (gloo), SGLang's own process groups and sharded layers, each rank compiling its shard
 with install_torch_compiled(fullgraph=True) and SGLangBackend, the GPU faked. What TP 2 adds to the
@@ -36,16 +36,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, sglang_flashinfer_pins, sources_digest
+from helpers import FULL, PATCHES, ROOT, cache_dir, default_sglang, probe_sources_digest, sglang_flashinfer_pins
 
 from nvfp4_overlay.oracle import probe_runner, sglang_releases
 from nvfp4_overlay.wheel import fetch
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("sglang-layer-tp")]  # one worker: trees once
 
-HERE = Path(__file__).resolve().parent
-TP_PROBE = HERE / "sglang_layer_tp_probe.py"
-INPUTS = (*sorted(HERE.glob("sglang_layer_*.py")), ROOT / "src" / "nvfp4_overlay" / "probes")  # the TP probe, the layer probe and its modules
+TP_PROBE = "probes.sglang.layer.tp_probe"  # run as a module; it and every module it imports: a run's inputs
 DEFAULT, LATER = default_sglang(), "0.5.20"
 SM120, SM100 = (12, 0), (10, 0)
 FUSION = "--allreduce-fusion"
@@ -85,13 +83,13 @@ def tp_run(sglang: Path, flashinfer: Path, gpu: tuple[int, int], backend: str, s
     """The TP probe's result for these inputs, from the result cache where it was kept."""
     import torch
 
-    key = sources_digest(*INPUTS, sglang, flashinfer)
+    key = probe_sources_digest(TP_PROBE, sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{gpu}\0{backend}\0{options}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-layer-tp" / f"{key}.json"
     if kept.is_file():
         return dict(json.loads(kept.read_text()))
-    done = subprocess.run([sys.executable, str(TP_PROBE), str(sglang), str(flashinfer), *map(str, gpu), backend,
-                           *options], capture_output=True, text=True, cwd=scratch, timeout=1200, check=False,
+    done = subprocess.run([sys.executable, "-m", f"nvfp4_overlay.{TP_PROBE}", str(sglang), str(flashinfer),
+                           *map(str, gpu), backend, *options], capture_output=True, text=True, cwd=scratch, timeout=1200, check=False,
                           env={**os.environ, "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi")})
     lines = done.stdout.strip().splitlines()
     if not lines:

@@ -1,4 +1,4 @@
-"""SGLang 0.5.21's MXFP8 linear with its tactic pinned, when its compiled graph runs, hands FlashInfer's GEMM what its eager path does: tests/releases/sglang_pin_probe.py.
+"""SGLang 0.5.21's MXFP8 linear with its tactic pinned, when its compiled graph runs, hands FlashInfer's GEMM what its eager path does: probes/sglang/layer/pin_probe.py.
 
 ``flashinfer_mxfp8_blockscaled_linear(pin_tactic=True)`` enters FlashInfer's
 ``autotune(False, skip_ops={"mxfp8_gemm"})`` around SGLang's own GEMM op. Upstream, the context sits in
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, cache_dir, sources_digest
+from helpers import cache_dir, probe_sources_digest
 from test_sglang_layer import release_trees
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch, pytest.mark.xdist_group("sglang-layer-0.5.21")]
@@ -31,8 +31,7 @@ def trees(wheel_tree: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return release_trees(wheel_tree, tmp_path_factory)
 
 RELEASE = "0.5.21"
-PROBE = Path(__file__).resolve().parent / "sglang_pin_probe.py"
-LAYER_PROBE = Path(__file__).resolve().parent / "sglang_layer_probe.py"
+PROBE = "probes.sglang.layer.pin_probe"  # run as a module; it and every module it imports: a run's inputs
 RUNS = ("eager", "eager-under-autotune", "compiled", "compiled-under-autotune")
 
 
@@ -40,14 +39,14 @@ def pin_run(sglang: Path, flashinfer: Path, scratch: Path) -> dict[str, Any]:
     """The probe's records, kept in the result cache under the digest of its inputs."""
     import torch
 
-    probes = ROOT / "src" / "nvfp4_overlay" / "probes" / "sglang"
-    key = sources_digest(PROBE, LAYER_PROBE, probes, sglang, flashinfer)
+    key = probe_sources_digest(PROBE, sglang, flashinfer)
     key = hashlib.sha256(f"{key}\0{torch.__version__}".encode()).hexdigest()[:32]
     kept = cache_dir() / "sglang-pin" / f"{key}.json"
     if kept.is_file():
         return dict(json.loads(kept.read_text()))
-    done = subprocess.run([sys.executable, str(PROBE), str(sglang), str(flashinfer)], capture_output=True, text=True,
-                          cwd=scratch, timeout=900, check=False, env={**os.environ, "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi")})
+    done = subprocess.run([sys.executable, "-m", f"nvfp4_overlay.{PROBE}", str(sglang), str(flashinfer)],
+                          capture_output=True, text=True, cwd=scratch, timeout=900, check=False,
+                          env={**os.environ, "TVM_FFI_CACHE_DIR": str(scratch / "tvm-ffi")})
     lines = done.stdout.strip().splitlines()
     if not lines:
         return {"setup_error": f"the probe exited {done.returncode} without a result: {done.stderr[-2000:]}"}

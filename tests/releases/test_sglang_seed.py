@@ -6,7 +6,7 @@ and no split op surrounds the DSA indexer, so the graph traces into the NSA atte
 builds GLM-5's whole model tiny (its dense layer 0, ``first_k_dense_replace``, and its MoE layer 1;
 attention BF16, the MLPs NVFP4, as NVIDIA's NVFP4 checkpoints leave them), the NSA backend and the
 pools the server builds for that launch line, and compiles it through 0.5.9's own runner warm-up
-(sglang_layer_runner.py). What it found, held here:
+(probes/sglang/layer/runner.py). What it found, held here:
 
 - the upstream stack stops in SGLang's own DSA indexer (``nsa_indexer.py`` ``forward_cuda``: the
   prefill's ``seq_lens_cpu.max().item()`` compared with the index top-k), before any FlashInfer call,
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglang_layer_models as layer_models
 from helpers import FULL, PATCHES, without_patch
 from test_sglang_layer import PINS, SM100, SM120, SM121, TABLE, WRITE, layer_run, release_trees
 
 from nvfp4_overlay.oracle import sglang_layer
+from nvfp4_overlay.probes.sglang.layer import models as layer_models
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 

@@ -30,7 +30,7 @@ from helpers import (
 from packaging.version import Version
 
 from nvfp4_overlay.oracle import behaviour, explored, oracle
-from nvfp4_overlay.probes.flashinfer import cases
+from nvfp4_overlay.probes.flashinfer.tables import cases
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
@@ -138,7 +138,7 @@ def test_every_case_ran_on_both_gpus_with_one_opaque_op(ladder: dict[str, Any], 
                 # the eager call reached the kernel (the paged KV cache: K's and V's fp4_quantize)
                 assert len(run["eager"]["launches"]) == LAUNCHES.get(name, 1), (name, case)
                 reached += 1
-            # where upstream has no kernel for the GPU (probes/flashinfer/cases.py NO_KERNEL) every call refuses
+            # where upstream has no kernel for the GPU (probes/flashinfer/tables/cases.py NO_KERNEL) every call refuses
             assert reached >= 2 if kernel else reached == 0, (name, gpu, sorted(runs))
         # The positive control of the eager check: the op log sees the probe's own aten::ones (and
         # what FlashInfer's path allocates), not ours.

@@ -6,7 +6,7 @@ tactic's tile), without ``gemm1_lora_delta`` (two more outputs the kernel sizes)
 cutlass_fused_moe with the CUTLASS backend and an ``ActivationType`` member. Any other call must
 reach upstream's function while dynamo traces, and so fail under fullgraph where upstream fails (in
 the JIT or cubin loader), never go through an op whose fake would lie. Each check has its control:
-the same case with the routed value compiles to the op. The probe's stubs (probes/flashinfer/serving_stubs.py)
+the same case with the routed value compiles to the op. The probe's stubs (probes/flashinfer/stubs/serving_stubs.py)
 stand in for the GPU, as in the trace ladder.
 """
 
@@ -21,7 +21,7 @@ from helpers import by_release, run_python
 
 pytestmark = [pytest.mark.upstream, pytest.mark.torch]
 
-# (entry point, ladder case of probes/flashinfer/cases.py, keyword arguments that leave the op, from release)
+# (entry point, ladder case of probes/flashinfer/tables/cases.py, keyword arguments that leave the op, from release)
 UNROUTED = [
     ("trtllm_fp4_block_scale_moe", "finalize", "{'do_finalize': False}", "0.6.1"),
     ("trtllm_fp4_block_scale_routed_moe", "finalize", "{'do_finalize': False}", "0.6.1"),
@@ -34,7 +34,9 @@ UNROUTED = [
 PROBE = """
 import json, os, sys, tempfile
 import torch
-from nvfp4_overlay.probes.flashinfer import cases, flashinfer_trace as ft, serving_stubs
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace as ft
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import cases
 torch.version.cuda = "12.8"
 os.environ["FLASHINFER_WORKSPACE_BASE"] = tempfile.mkdtemp()
 import flashinfer

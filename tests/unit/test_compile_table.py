@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from nvfp4_overlay.oracle import compile_table
-from nvfp4_overlay.probes.flashinfer import compile_cases
+from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import ConfigError
-from ..probes.flashinfer import compile_cases
+from ..probes.flashinfer.tables import compile_cases
 from .api_audit import MARKERS
 
 __all__ = ["CATEGORIES", "SGLANG_RUNNERS", "is_routed", "rules", "verdict"]
@@ -52,7 +52,7 @@ ROUTED_WHY = {
 # Opt-in modules (experimental, generated-program Cake kernels, batch-invariant variants): a function
 # there is another function than a routed one of the same name (0.7.1's cake_sampling).
 OPT_IN = r"\.(experimental|cake|cake_\w+|prims_ts|batch_invariant)(\.|$)"
-# FlashInfer's own compile list (probes/flashinfer/compile_cases.py), routed by the overlay's compile_list.py.
+# FlashInfer's own compile list (probes/flashinfer/tables/compile_cases.py), routed by the overlay's compile_list.py.
 COMPILE_LIST = frozenset(name.rsplit(".", 1)[1] for name in compile_cases.every_name())
 COMPILE_LIST_WHY = ("routed to one opaque op while dynamo traces (compile_list.py): FlashInfer's own compile list, "
                     "docs/compile-list.md")

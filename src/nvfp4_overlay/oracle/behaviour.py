@@ -25,16 +25,16 @@ from typing import Any
 
 from ..errors import OverlayError
 from ..patch import Target, load_upstream
-from ..probes.flashinfer import compile_cases
-from ..probes.flashinfer.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
+from ..probes.flashinfer.tables import compile_cases
+from ..probes.flashinfer.tables.cases import CANDIDATES, ONLY_GPU, has_kernel, kernel_gpus, ladder_gpus
 from ..wheel import WheelReader, build, fetch
 from . import explored, oracle
 from .grid import compiled_digest, processes
 from .oracle import TRACE_GPUS, eager_digest, gpu_keys
 from .probe_runner import unpack
 
-ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/flashinfer/cases.py)
-# The public names of FlashInfer's own compile list (probes/flashinfer/compile_cases.py), which the
+ROUTED_CANDIDATES = CANDIDATES  # the entry points the trace ladder calls (probes/flashinfer/tables/cases.py)
+# The public names of FlashInfer's own compile list (probes/flashinfer/tables/compile_cases.py), which the
 # compile-list probe holds the overlay to.
 COMPILE_LIST = frozenset(name.rsplit(".", 1)[1] for name in compile_cases.every_name())
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -182,7 +182,7 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
         problems.append(f"{where}: no case ran")
     elif not has_kernel(name, _family(gpu), release):  # every call refuses: upstream has no kernel there
         if reached:
-            problems.append(f"{where}: {reached[0]} reached the kernel, where probes/flashinfer/cases.py NO_KERNEL says "
+            problems.append(f"{where}: {reached[0]} reached the kernel, where probes/flashinfer/tables/cases.py NO_KERNEL says "
                             f"upstream has none: drop the release from NO_KERNEL")
     elif not reached:
         first = next(iter(patched.values()))["eager"]["error"]
@@ -192,14 +192,14 @@ def _entry_problems(release: str, name: str, gpu: str, upstream: dict[str, Any],
 
 
 def _family(gpu: str) -> str:
-    """The GPU NO_KERNEL (probes/flashinfer/cases.py) names for this one: upstream's JIT modules ask the major alone
+    """The GPU NO_KERNEL (probes/flashinfer/tables/cases.py) names for this one: upstream's JIT modules ask the major alone
     (supported_major_versions=[10, 12]), so SM121 has a kernel where SM120 has one."""
     major = gpu.split(".")[0]
     return "12.0" if major == "12" else gpu
 
 
 def shape_problems(release: str, shapes: dict[str, Any]) -> list[str]:
-    """Every call, a case of probes/flashinfer/cases.py at some rank, whose fake gives other outputs than upstream's
+    """Every call, a case of probes/flashinfer/tables/cases.py at some rank, whose fake gives other outputs than upstream's
     wrapper (with a no-op kernel) where the wrapper accepts it: the compiled graph would be built on a
     shape the run does not return. A call upstream refuses is the trace ladder's to hold."""
     if "crash" in shapes:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..formats import render_between
-from ..probes.flashinfer import compile_cases
+from ..probes.flashinfer.tables import compile_cases
 from .oracle import Results, Side, eager_digest, key_of, release_sides
 from .probe_runner import run_probe
 

@@ -1,6 +1,6 @@
 """The explored space: every routed entry point's fake held to upstream's wrapper beyond the case table.
 
-probes/flashinfer/fake_space.py answers each explored call (probes/flashinfer/space.py: sizes around
+probes/flashinfer/fake_space.py answers each explored call (probes/flashinfer/tables/space.py: sizes around
 every constant the wrapper's shape code uses, powers of two to 16k and odd sizes, every optional
 parameter in each state) on one side: upstream's wrapper, eagerly on the upstream tree (a fact about
 the wheel, kept in the result cache under its key like the ladder's upstream half), and the fake, on

@@ -28,7 +28,7 @@ from typing import Any
 
 from .. import files
 from ..files import short_digest
-from ..probes.flashinfer.cases import ONLY_GPU
+from ..probes.flashinfer.tables.cases import ONLY_GPU
 from ..probes.serve import probe_module
 from .grid import compact_cell, grid_cells, grid_plan, with_toolkits
 from .probe_runner import run_probe
@@ -63,6 +63,13 @@ def probe_digest(probe: str) -> str:
     """The source of a probe and of every probes/ module it imports, however deep (not the others:
     a change to the SGLang probes leaves the FlashInfer results as they are)."""
     return digest_tree(PROBES, sorted(probe_sources(probe)))
+
+
+def modules_digest(names: Sequence[str]) -> str:
+    """The modules `names` (dotted, under the package) and every module of the package they import,
+    however deep, by digest (their paths in the package and their bytes): what a probe run as a module
+    (the whole-layer probes, probes/sglang/layer/) is made of."""
+    return digest_tree(PACKAGE, sorted(_imported(names)))
 
 
 def probe_sources(probe: str) -> set[str]:
@@ -242,7 +249,7 @@ def ladder_plan(entries: Sequence[str], *, quick: bool, gpus: Gpus = TRACE_GPUS,
                 torch_cuda: str | None = None) -> dict[str, Any]:
     """What the probe runs: every entry point on `gpus`; torch's CUDA release named only where it is not
     the probe's 12.8. On the default GPUs, an entry point upstream runs on one other GPU alone
-    (probes/flashinfer/cases.py ONLY_GPU) runs on that GPU too, there alone."""
+    (probes/flashinfer/tables/cases.py ONLY_GPU) runs on that GPU too, there alone."""
     plan: dict[str, Any] = {"entries": list(entries), "gpus": [list(g) for g in gpus], "quick": quick}
     alone: dict[str, list[str]] = {}
     for name in entries:

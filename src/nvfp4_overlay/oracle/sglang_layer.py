@@ -1,6 +1,6 @@
 """patches/sglang/audit-layer.json, SGLang's piecewise compile of a whole decoder layer per release, and its docs table.
 
-tests/releases/test_sglang_layer.py runs the layer probe (tests/releases/sglang_layer_probe.py) per
+tests/releases/test_sglang_layer.py runs the layer probe (probes/sglang/layer/probe.py) per
 release, model, stack, GPU, MoE runner backend and option; with NVFP4_OVERLAY_WRITE_LAYER=1 (`make
 sglang-layer-table`) each run's entry is recorded here, otherwise the test holds each run to its entry.
 Per release: ``flashinfer`` (its pin), ``cases`` (the probe's default model, Qwen3-MoE: case -> entry)

@@ -1,4 +1,4 @@
-"""What the probes count as a wheel's own I/O while dynamo traces, from Python's audit events.
+"""What the probes watch while dynamo traces: a wheel's own I/O, from Python's audit events, and the backend's stop.
 
 A process started (any of SPAWN, or an exec) is the wheel's. A file opened is the wheel's unless
 the tracer opened it to read the source it traces: linecache (its messages and stack traces) and
@@ -9,6 +9,9 @@ cached bytecode stands for its source: an import reads one or the other, and cou
 
 The probe interpreters write bytecode (probes/serve.py), except while a trace is recorded
 (``Phased``): a module a trace imports is then read, never written, whichever run came first.
+``Watched`` is the trace probes' audit hook. A probe's backend raises ``Traced`` once
+dynamo hands it the graph (running it would launch kernels, or build them); ``caused_by_traced``
+tells that stop from dynamo giving up.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import importlib.util
 import os
 import sys
 from types import FrameType
+from typing import Any
 
 SPAWN = ("subprocess.Popen", "os.posix_spawn", "os.spawn", "os.system", "os.fork", "os.forkpty")
 _TRACER_READERS = ("linecache.py", "funcname_cache.py")
@@ -79,3 +83,39 @@ class Phased:
         elif value != "trace" and self._phase == "trace":
             sys.dont_write_bytecode = not self._writes
         self._phase = value
+
+
+class Watched(Phased):
+    """A trace's own I/O, heard by ``audit`` (installed with sys.addaudithook): each process started, as
+    [event, its first argument], and each file under `root` (which ends in a separator; "": none) opened,
+    as add_open counts it; nothing outside the "trace" phase."""
+
+    def __init__(self, root: str = "") -> None:
+        super().__init__()
+        self.root = root
+        self.events: list[list[str]] = []
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.phase != "trace":
+            return
+        if is_spawn(event):
+            self.events.append([event, repr(args[0])[:160]])
+        elif self.root and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            add_open(self.events, os.fsdecode(args[0]), self.root)
+
+
+class Traced(Exception):
+    """Raised by a probe's backend once dynamo hands it the graph: the trace got through."""
+
+
+def caused_by_traced(exc: BaseException) -> bool:
+    """Whether `exc` is a Traced or was raised from one: dynamo wraps what a backend raises (its
+    BackendCompilerFailed keeps it as inner_exception, and as its cause); a chain that loops ends."""
+    seen: list[BaseException] = []
+    chain: BaseException | None = exc
+    while chain is not None and chain not in seen:
+        if isinstance(chain, Traced):
+            return True
+        seen.append(chain)
+        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
+    return False

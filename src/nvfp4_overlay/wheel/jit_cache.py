@@ -1,7 +1,7 @@
 """A stack's JIT cache for one GPU family: which modules, built where and with what, packed as a wheel.
 
 The modules are those the patched FlashInfer's routed entry points load on that GPU, found by
-calling them (probes/flashinfer/jit_plan.py: every case of probes/flashinfer/cases.py, the GPU faked, upstream's
+calling them (probes/flashinfer/jit_plan.py: every case of probes/flashinfer/tables/cases.py, the GPU faked, upstream's
 CompilationContext choosing the architectures from it and the toolkit), not listed by hand: the entry
 points the stack's SGLang calls (its serving path: the caller names them, with their SGLang call
 sites, from the SGLang audit), or every routed one (``serving`` None: the superset). Each is

@@ -4,8 +4,8 @@ First the environment's facts (probes/doctor/doctor_env.py): the interpreter, th
 with their RECORD checked. Then whether flashinfer imports, and, unless --no-trace, every entry point
 the installed FlashInfer routes (where its route decorators sit, flashinfer.gemm's included; for an
 unpatched one, the FP4/MXFP8 entry points this project routes) traced once with torch.compile(fullgraph=True), with the first argument
-table of probes/flashinfer/cases.py (FlashInfer's own compile list: the first case of
-probes/flashinfer/compile_cases.py that routes); the report names each one that fails.
+table of probes/flashinfer/tables/cases.py (FlashInfer's own compile list: the first case of
+probes/flashinfer/tables/compile_cases.py that routes); the report names each one that fails.
 
 Prints one JSON line per fact as soon as it is known ({"python": ...}, {"distributions": ...},
 {"gpu": ...}, {"import": ...}, {"trace": ...}), so a crash or a hang in the trace still leaves the
@@ -26,10 +26,6 @@ from nvfp4_overlay.probes.capability import fake_capability
 from nvfp4_overlay.probes.doctor import doctor_env
 
 FAKE_CAPABILITY = (12, 0)  # RTX PRO 6000 / SM120, the report's GPUs
-
-
-class Traced(Exception):
-    """Raised by the backend once dynamo hands it the whole graph: tracing succeeded."""
 
 
 def emit(key: str, value: Any) -> None:
@@ -66,15 +62,16 @@ def routed_entries(flashinfer: Any) -> dict[str, Any]:
     found = routed.entry_points(flashinfer)
     if found:
         return found
-    from nvfp4_overlay.probes.flashinfer.cases import CANDIDATES
+    from nvfp4_overlay.probes.flashinfer.tables.cases import CANDIDATES
 
     return routed.entry_points(flashinfer, CANDIDATES)
 
 
 def trace(torch: Any, flashinfer: Any, device: str) -> dict[str, Any]:
     """torch.compile(fullgraph=True) over one call of each routed entry point: the graph, the processes."""
-    from nvfp4_overlay.probes.flashinfer import cases, compile_cases
+    from nvfp4_overlay.probes.flashinfer.tables import cases, compile_cases
 
+    sys.addaudithook(WATCHED.audit)
     entries: dict[str, Any] = {}
     eager_only: dict[str, str] = {}  # routed functions of the compile list no call of which routes in this release
     for name, fn in routed_entries(flashinfer).items():
@@ -110,47 +107,39 @@ def _made(inputs: Any) -> Any:
     return lambda torch: inputs
 
 
-def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
-    tracing, spawned, graphs = [False], [], []
+# The processes started while dynamo traces (doctor counts no file), heard by one hook (trace installs it)
+WATCHED = io_audit.Watched()
 
-    def audit(event: str, audit_args: tuple[Any, ...]) -> None:
-        if tracing[0] and io_audit.is_spawn(event):
-            spawned.append(f"{event} {repr(audit_args[:2])[:160]}")
+
+def trace_one(torch: Any, call: Any, args: tuple[Any, ...]) -> dict[str, Any]:
+    graphs = []
 
     def backend(gm: Any, example_inputs: Any) -> Any:
         graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        raise Traced
+        raise io_audit.Traced
 
-    sys.addaudithook(audit)
-    result: dict[str, Any] = {"ok": False}
     torch._dynamo.reset()
-    tracing[0] = True
+    stop: BaseException | None = None
+    WATCHED.events, WATCHED.phase = [], "trace"
     try:
         torch.compile(call, fullgraph=True, backend=backend)(*args)
-        result["error"] = "the backend was never called"
     except BaseException as exc:  # noqa: BLE001 - dynamo wraps the backend's exception; ours is in the chain
-        if _caused_by_traced(exc):
-            result["ok"] = not spawned
-            if spawned:
-                result["error"] = f"a subprocess started while dynamo traced: {spawned[0]}"
-        else:
-            result["error"] = first_line(exc)
-            result["detail"] = str(exc).strip().splitlines()[:8]
+        stop = exc
     finally:
-        tracing[0] = False
-    result.update(ops=graphs[0] if graphs else [], subprocesses=spawned)
-    return result
+        WATCHED.phase = "after"
+    spawned = [" ".join(event) for event in WATCHED.events]
+    return {**judged(stop, spawned), "ops": graphs[0] if graphs else [], "subprocesses": spawned}
 
 
-def _caused_by_traced(exc: BaseException) -> bool:
-    seen: list[BaseException] = []
-    chain: BaseException | None = exc
-    while chain is not None and chain not in seen:
-        if isinstance(chain, Traced):
-            return True
-        seen.append(chain)
-        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
-    return False
+def judged(stop: BaseException | None, spawned: list[str]) -> dict[str, Any]:
+    """A trace's verdict from how it ended: through (the backend's Traced) with no process started, or the error."""
+    if stop is None:
+        return {"ok": False, "error": "the backend was never called"}
+    if not io_audit.caused_by_traced(stop):
+        return {"ok": False, "error": first_line(stop), "detail": str(stop).strip().splitlines()[:8]}
+    if spawned:
+        return {"ok": False, "error": f"a subprocess started while dynamo traced: {spawned[0]}"}
+    return {"ok": True}
 
 
 def main(argv: list[str]) -> int:

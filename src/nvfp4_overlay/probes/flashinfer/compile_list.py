@@ -35,9 +35,11 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import forking, stdio
-from nvfp4_overlay.probes.flashinfer import compile_cases, flashinfer_trace, serving_stubs
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace
 from nvfp4_overlay.probes.flashinfer.compile_harness import Harness, resolve
-from nvfp4_overlay.probes.flashinfer.recording import describe, kernel_of
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.stubs.recording import describe, kernel_of
+from nvfp4_overlay.probes.flashinfer.tables import compile_cases
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 

@@ -16,7 +16,7 @@ and records:
 - ``runtime_version``: what a run-time call site of the audit is answered, ``outside_version`` a
   caller outside FlashInfer, ``overlay_warnings`` what the overlay warned of call sites it does not know.
 
-A tree with ``control_module`` also imports probes/flashinfer/cuda_control.py's JIT module, whose nvcc flags
+A tree with ``control_module`` also imports probes/flashinfer/stubs/cuda_control.py's JIT module, whose nvcc flags
 follow the toolkit through a call site no table lists; its spec is probed with the others. A cell
 with ``site`` puts that directory first on sys.path (pip's nvcc beside the system's toolkit).
 
@@ -38,7 +38,7 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import forking, io_audit
-from nvfp4_overlay.probes.flashinfer import cuda_control
+from nvfp4_overlay.probes.flashinfer.stubs import cuda_control
 
 ARCH_LIST_MODULES = [  # (module, function, arguments): flags from the architecture list
     ("flashinfer.jit.activation", "gen_act_and_mul_module", ["silu"]),

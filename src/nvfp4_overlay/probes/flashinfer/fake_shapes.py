@@ -1,7 +1,7 @@
 """Probe: each routed entry point's fake against upstream's wrapper, on inputs of every rank, no dynamo.
 
 ``run(plan)`` (probes/serve.py) answers, for a patched tree, per GPU of the plan (the capability faked,
-as the trace ladder fakes it), per routed entry point, per case: every row of probes/flashinfer/cases.py (all
+as the trace ladder fakes it), per routed entry point, per case: every row of probes/flashinfer/tables/cases.py (all
 of them, also under ``--quick``) and the same row with its first input reshaped to the other ranks
 (1-D, 2-D, 3-D, 4-D: the rows kept, leading dimensions split), each called twice:
 
@@ -29,8 +29,9 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import forking, stdio
-from nvfp4_overlay.probes.flashinfer import cases as case_table
-from nvfp4_overlay.probes.flashinfer import flashinfer_trace, recording, serving_stubs
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace
+from nvfp4_overlay.probes.flashinfer.stubs import recording, serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 RANKS = (1, 2, 3, 4)

@@ -1,7 +1,7 @@
 """Probe: every routed entry point over its explored space, one side at a time: upstream's wrapper, or the fake.
 
 ``run(plan)`` (probes/serve.py) answers, for each tree of the plan, per GPU (the capability faked as
-the trace ladder fakes it), per entry point, per explored call (probes/flashinfer/space.py), what
+the trace ladder fakes it), per entry point, per explored call (probes/flashinfer/tables/space.py), what
 the call gives exactly (space.exact: each tensor's shape, stride, dtype and device, each tuple's and
 list's class and fields), or its refusal ``{"error": [kind, message]}``:
 
@@ -30,7 +30,9 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import forking, stdio
-from nvfp4_overlay.probes.flashinfer import flashinfer_trace, serving_stubs, space
+from nvfp4_overlay.probes.flashinfer import flashinfer_trace
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import space
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 

@@ -3,7 +3,7 @@
 ``python -m nvfp4_overlay.probes.flashinfer.flashinfer_trace < plan.json`` prints one JSON document: for each
 tree (an unpacked upstream or patched wheel), for each GPU of the plan (the compute capability is
 faked, tensors are CPU or meta tensors), for each entry point the release has and each of its
-cases (probes/flashinfer/cases.py):
+cases (probes/flashinfer/tables/cases.py):
 
 - ``eager``: the outputs (shape, stride, dtype) of an eager call, the kernel launches it made and
   the AutoTuner's tactic choices (serving_stubs records each with whether dynamo was tracing);
@@ -49,9 +49,9 @@ from torch._functorch.aot_autograd import aot_module_simplified
 
 from nvfp4_overlay.probes import forking, io_audit, stdio
 from nvfp4_overlay.probes.capability import fake_capability
-from nvfp4_overlay.probes.flashinfer import cases as case_table
-from nvfp4_overlay.probes.flashinfer import serving_stubs
-from nvfp4_overlay.probes.flashinfer.recording import describe
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.stubs.recording import describe
+from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 from nvfp4_overlay.probes.toolkit import make_toolkit
 
 OP_PREFIX = "nvfp4_overlay.flashinfer_"
@@ -65,24 +65,16 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
         return forking.each_tree(plan["trees"], lambda tree: probe_tree(tree, plan), plan.get("jobs", 1))
 
 
-class Box(io_audit.Phased):
-    """The faked machine and the recorders, shared by every case of one tree."""
+class Box(io_audit.Watched):
+    """The faked machine and the recorders, shared by every case of one tree; what the trace does, heard
+    by io_audit.Watched's audit (each process started, each of the package's files opened)."""
 
     def __init__(self, package: str) -> None:
-        super().__init__()
+        super().__init__(package + os.sep)
         self.package = package
-        self.events: list[list[str]] = []
         self.launches: list[list[Any]] = []
         self.tactics: list[list[Any]] = []  # the AutoTuner's choices (serving_stubs): [op, while tracing?]
         self.loader_setups: list[str] = []  # the libraries handed to the cubin loader (serving_stubs)
-
-    def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.phase != "trace":
-            return
-        if io_audit.is_spawn(event):
-            self.events.append([event, repr(args[0])[:160]])
-        elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            io_audit.add_open(self.events, os.fsdecode(args[0]), self.package + os.sep)
 
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 ``python -m nvfp4_overlay.probes.flashinfer.jit_load < plan.json`` prints one JSON document. The plan names the
 entry points (each called where the release defines it: probes/flashinfer/routed.py) and a case of each
-(probes/flashinfer/cases.py), and ``gpu``: on a machine without one, the
+(probes/flashinfer/tables/cases.py), and ``gpu``: on a machine without one, the
 compute capability to fake (the tensors are the CPU's and the call stops once the module is
 loaded, before any kernel); without it, the real GPU and the real call, timed, its outputs digested (inputs from a fixed seed, so two processes
 compare: the cached module's outputs against the JIT-built one's). Every
@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from nvfp4_overlay.probes import io_audit, stdio
-from nvfp4_overlay.probes.flashinfer import cases as case_table
 from nvfp4_overlay.probes.flashinfer import routed
+from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 
 
 class Loaded(Exception):
@@ -55,7 +55,7 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
     watching = [False]
 
     def audit(event: str, args: tuple[Any, ...]) -> None:
-        if watching[0] and (io_audit.is_spawn(event) or event == "subprocess.Popen"):
+        if watching[0] and io_audit.is_spawn(event):  # subprocess.Popen is one of io_audit.SPAWN
             processes.append(f"{event} {repr(args[:2])[:200]}")
 
     sys.addaudithook(audit)

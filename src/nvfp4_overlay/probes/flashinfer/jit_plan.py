@@ -5,7 +5,7 @@ FlashInfer tree (the patched wheel, unpacked), the GPU (its compute capability),
 (CUDA_HOME: the real nvcc) and torch's CUDA release. The probe fakes that GPU as the trace ladder
 does (probes/flashinfer/flashinfer_trace.py, serving_stubs.py: CPU tensors, kernels that record), lets
 upstream's CompilationContext choose the architectures from it and the toolkit (as FlashInfer's JIT
-does on that node), calls every case of every routed entry point (probes/flashinfer/cases.py) eagerly,
+does on that node), calls every case of every routed entry point (probes/flashinfer/tables/cases.py) eagerly,
 or of those ``entries`` names (the stack's serving path: what its SGLang calls), and records each
 JitSpec that reaches ``build_and_load`` (the module, its sources and flags, the entry point and case
 that first loaded it, every entry point that loads it) and each cubin the cubin loader fetched. Nothing is built
@@ -39,9 +39,10 @@ import torch
 
 from nvfp4_overlay.probes import stdio
 from nvfp4_overlay.probes.capability import fake_capability
-from nvfp4_overlay.probes.flashinfer import cases as case_table
-from nvfp4_overlay.probes.flashinfer import jit_build, routed, serving_stubs
+from nvfp4_overlay.probes.flashinfer import jit_build, routed
 from nvfp4_overlay.probes.flashinfer.flashinfer_trace import Box
+from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:

@@ -120,7 +120,7 @@ def trace(built: sglang_drivers.Built, recorder: Recorder) -> dict[str, Any]:
     def backend(gm: Any, example_inputs: Any) -> Any:
         recorder.phase = "after"
         graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
-        raise Traced  # the whole region is one graph; running it would launch kernels
+        raise io_audit.Traced  # the whole region is one graph; running it would launch kernels
 
     torch._dynamo.reset()
     recorder.start()
@@ -130,7 +130,7 @@ def trace(built: sglang_drivers.Built, recorder: Recorder) -> dict[str, Any]:
             torch.compile(built.call, fullgraph=True, backend=backend)(*built.args)
         result["error"] = "the backend was never called"
     except Exception as exc:  # noqa: BLE001 - the upstream stack fails here; the message says where
-        if _caused_by_traced(exc):
+        if io_audit.caused_by_traced(exc):
             result["ok"] = True
         else:
             result["error"] = f"{type(exc).__name__}: {str(exc)[:3000]}"
@@ -146,30 +146,14 @@ def trace(built: sglang_drivers.Built, recorder: Recorder) -> dict[str, Any]:
     return result
 
 
-class Traced(Exception):
-    """Raised by the backend once dynamo hands it the whole region as one graph."""
-
-
-def _caused_by_traced(exc: BaseException) -> bool:
-    seen: list[BaseException] = []
-    chain: BaseException | None = exc
-    while chain is not None and chain not in seen:
-        if isinstance(chain, Traced):
-            return True
-        seen.append(chain)
-        chain = getattr(chain, "inner_exception", None) or chain.__cause__ or chain.__context__
-    return False
-
-
-class Recorder(io_audit.Phased):
-    """Which FlashInfer functions dynamo enters from outside FlashInfer, and how each ends."""
+class Recorder(io_audit.Watched):
+    """Which FlashInfer functions dynamo enters from outside FlashInfer, and how each ends; the processes
+    started and FlashInfer's files opened (io_audit.Watched: ``events``)."""
 
     def __init__(self, package: str) -> None:
-        super().__init__()
-        self.package = package + os.sep
+        super().__init__(package + os.sep)  # root: FlashInfer's folder, whose files opened are events
         self.overlay = os.path.join(package, "_nvfp4_overlay") + os.sep
         self.calls: list[dict[str, Any]] = []
-        self.events: list[list[str]] = []
         self.open: list[dict[str, Any]] = []
         self.stand_ins: list[str] = []
 
@@ -190,11 +174,11 @@ class Recorder(io_audit.Phased):
             file = func.get_code().co_filename
             if file in (sglang_machine.__file__, sglang_imports.__file__):
                 recorder.stand_ins.append(func.get_code().co_qualname)
-            if not file.startswith(recorder.package):
+            if not file.startswith(recorder.root):
                 return original(cls, parent, func, args, kwargs, *rest, **kw)
             if recorder.open and not file.startswith(recorder.overlay):
                 recorder.open[-1]["upstream_code"] = True
-            if recorder.open or parent.f_code.co_filename.startswith(recorder.package):
+            if recorder.open or parent.f_code.co_filename.startswith(recorder.root):
                 return original(cls, parent, func, args, kwargs, *rest, **kw)  # inside a call already entered
             call = recorder.enter(parent, func, args, kwargs)
             try:
@@ -230,14 +214,6 @@ class Recorder(io_audit.Phased):
         ours = [str(n.target) for n in nodes if n.op == "call_function" and str(n.target).startswith(OVERLAY_OP)]
         call.setdefault("outcome", "opaque" if ours and not call["upstream_code"] else "traced")
         call["overlay_ops"] = ours
-
-    def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.phase != "trace":
-            return
-        if io_audit.is_spawn(event):
-            self.events.append([event, repr(args[0])[:160]])
-        elif event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
-            io_audit.add_open(self.events, os.fsdecode(args[0]), self.package)
 
 
 def _function(func: Any) -> Any:

@@ -1,6 +1,6 @@
 """The trace ladder's calls of the serving MoE entry points: the trtllm-gen FP4 pair and cutlass_fused_moe.
 
-Tables of probes/flashinfer/cases.py (probes/flashinfer/rows.py's Row, the same contract: each row names the values it sets apart from the
+Tables of probes/flashinfer/tables/cases.py (probes/flashinfer/tables/rows.py's Row, the same contract: each row names the values it sets apart from the
 defaults, from the release whose signature takes them); cases.py holds them in its _TABLES. The
 shapes are small and the values random: on a CPU the kernels record their arguments and compute
 nothing.
@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.rows import Row, bf16, u8
+from nvfp4_overlay.probes.flashinfer.tables.rows import Row, bf16, u8
 
 _EXPERTS, _TOP_K, _HIDDEN, _INTER = 8, 2, 256, 128
 

@@ -5,7 +5,7 @@ tiny configuration stands for (``architectures[0]``), the tiny configuration its
 config.json would read: the routing of the real model kept whole, the widths shrunk), the layer
 built (``layer_id``), the checkpoint's modules left BF16 (``exclude``), the model class whose shared-
 expert fusion decision the server makes before the layers exist (``causal_lm``), and what its
-forward needs beyond the probe's common fakes (by name, from sglang_layer_fakes: sgl-kernel
+forward needs beyond the probe's common fakes (by name, from fakes.py: sgl-kernel
 functions, SGLang's own Triton kernels, absent packages as stand-ins), and the attention backend the
 runner stamps (0.5.20 on).
 
@@ -57,11 +57,11 @@ import inspect
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 
-Tensor = torch.Tensor
+Tensor: TypeAlias = torch.Tensor  # torch is skipped by mypy: Any there
 
 
 DECODE_ATTN_TP = "sglang.srt.layers.cp.cp_decode_attn_tp"  # 0.5.17 on
@@ -83,14 +83,14 @@ class Model:
     architecture: str  # the HF architecture (config.json's architectures[0]) the tiny config stands for
     config: Callable[[], Any]
     layer_id: int = 0
-    fakes: tuple[str, ...] = ()  # sglang_layer_fakes: sgl-kernel functions beyond the common ones
+    fakes: tuple[str, ...] = ()  # fakes.py: sgl-kernel functions beyond the common ones
     # (EXTRA_FAKES), or SGLang's own kernels that need what is absent here (SGLANG_FAKES: Triton)
     exclude: tuple[str, ...] = ()  # the checkpoint's hf_quant_config exclude_modules (left BF16)
-    stand_ins: tuple[str, ...] = ()  # absent packages as permissive stand-ins (sglang_layer_fakes.STAND_INS)
+    stand_ins: tuple[str, ...] = ()  # absent packages as permissive stand-ins (fakes.STAND_INS)
     attention_backend: str | None = None  # the runner's resolved one where the model's forward reads it (0.5.20 on)
     causal_lm: str = ""  # the model class whose determine_num_fused_shared_experts the server runs
-    quantization: str = "modelopt_fp4"  # the checkpoint's: ModelOpt NVFP4, or fp8 (block-scale, the probe's FP8_BLOCK)
-    whole: bool = False  # the whole causal LM through the runner's warm-up (sglang_layer_runner), not one layer
+    quantization: str = "modelopt_fp4"  # the checkpoint's: ModelOpt NVFP4, or fp8 (block-scale: server.CHECKPOINTS)
+    whole: bool = False  # the whole causal LM through the runner's warm-up (runner.py), not one layer
 
     def build(self, quant: Any) -> Any:
         """The layer, made under the checkpoint's dtype as default (BF16), as SGLang's model loader

@@ -1,6 +1,6 @@
 """The explored space of a routed entry point: the calls its fake is held to upstream's wrapper on.
 
-From each row of the case table (probes/flashinfer/cases.py), three axes, each varied alone:
+From each row of the case table (probes/flashinfer/tables/cases.py), three axes, each varied alone:
 
 - ``m``: the rows of the first tensor input (its dimension -2, and that size wherever another tensor
   input has it: a MoE's tokens in its scales and routing), at the powers of two to 16k, odd sizes, and
@@ -28,8 +28,8 @@ import typing
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer import cases as case_table
-from nvfp4_overlay.probes.flashinfer.recording import describe
+from nvfp4_overlay.probes.flashinfer.stubs.recording import describe
+from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 
 Make = case_table.Make
 LARGEST = 16384

@@ -1,6 +1,6 @@
 """A whole tiny model compiled by the release's own piecewise runner warm-up, with the attention backend the server picks.
 
-The layer probe (sglang_layer_probe.py) compiles one decoder layer and stands in for what its attention
+The layer probe (probe.py) compiles one decoder layer and stands in for what its attention
 split op reads. Where the graph traces into the attention backend itself (SGLang 0.5.9 and GLM-5: the
 DSA indexer runs inside the compiled graph, no split op around it), the backend, its memory pools and
 the forward batch must be SGLang's own. For such a model (``Model.whole``) the probe builds:
@@ -65,12 +65,12 @@ def build(ctx: Any, chosen: Any, quant: Any) -> Any:
     where, _, name = chosen.causal_lm.rpartition(".")
     default, stream = torch.get_default_dtype(), torch.cuda.Stream
     torch.set_default_dtype(torch.bfloat16)
-    torch.cuda.Stream = AltStream  # type: ignore[misc] - the model's alternate stream (no CUDA here)
+    torch.cuda.Stream = AltStream  # the model's alternate stream (no CUDA here)
     try:
         model = getattr(importlib.import_module(where), name)(chosen.config(), quant_config=quant)
     finally:
         torch.set_default_dtype(default)
-        torch.cuda.Stream = stream  # type: ignore[misc]
+        torch.cuda.Stream = stream
     sglang_drivers.ones(model, torch)
     for module in model.modules():
         method = getattr(module, "quant_method", None)

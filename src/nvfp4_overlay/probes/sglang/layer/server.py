@@ -14,9 +14,8 @@ import importlib
 import inspect
 from typing import Any
 
-from sglang_layer_models import Model
-
 from nvfp4_overlay.probes.sglang import sglang_drivers
+from nvfp4_overlay.probes.sglang.layer.models import Model
 
 # --enable-flashinfer-allreduce-fusion, as the releases set it: the flag, and from 0.5.14 the backend the
 # flag stands for (its server_args maps the deprecated flag to --flashinfer-allreduce-fusion-backend auto)

@@ -1,11 +1,11 @@
-"""The whole-layer probe (sglang_layer_probe.py) at tensor parallel N: N ranks, each compiling its shard of the layer.
+"""The whole-layer probe (probe.py) at tensor parallel N: N ranks, each compiling its shard of the layer.
 
-    python tests/releases/sglang_layer_tp_probe.py SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
+    python -m nvfp4_overlay.probes.sglang.layer.tp_probe SGLANG_TREE FLASHINFER_TREE MAJOR MINOR [BACKEND]
         [--model MODEL] [--allreduce-fusion] [--tp N]
 
 The launcher starts N fresh interpreters (ranks 0..N-1, each in its own directory under the current
 one) and prints one JSON line: {"tp": N, "ranks": [each rank's result]}. Each rank runs the probe's
-own build and compile (sglang_layer_probe.build, compile_layer: SGLang's install_torch_compiled
+own build and compile (probe.build, compile_layer: SGLang's install_torch_compiled
 (fullgraph=True) and SGLangBackend), with the probe's single-rank world replaced, from outside the
 probe, by the world SGLang's model runner makes (0.5.11 ModelRunner.init_torch_distributed, 0.5.20
 distributed/bootstrap.py):
@@ -50,23 +50,21 @@ import subprocess
 import sys
 import textwrap
 import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import torch
 
-import sglang_layer_probe as probe  # noqa: E402
-import sglang_layer_server  # noqa: E402
-import torch  # noqa: E402
-
-from nvfp4_overlay.probes import io_audit  # noqa: E402
-from nvfp4_overlay.probes.sglang import sglang_drivers  # noqa: E402
+from nvfp4_overlay.probes import io_audit
+from nvfp4_overlay.probes.sglang import sglang_drivers
+from nvfp4_overlay.probes.sglang.layer import models, piecewise, probe, server
 
 COLLECTIVES = ("allreduce", "allgather", "broadcast", "barrier", "reduce_scatter", "alltoall", "send", "recv",
                "gather", "scatter", "reduce", "allgather_into_tensor_coalesced", "_allgather_base",
                "_reduce_scatter_base")
 CPU_BRANCH = "if input_.is_cpu:"
+MODULE = "nvfp4_overlay.probes.sglang.layer.tp_probe"  # each rank runs it anew
 STDLIB = os.path.dirname(os.__file__) + os.sep
 
 
@@ -198,10 +196,11 @@ def probe_server_args() -> Any:
 def pre_initialize_workspaces(hidden: int) -> list[str]:
     """What the server runs before its CUDA graphs with the fusion on: SGLang's own pre_initialize_workspaces,
     FlashInfer's workspace allocation and SGLang's cuMem preflight stood in for (StandInWorkspace)."""
-    fusion = importlib.import_module("sglang.srt.layers.flashinfer_comm_fusion")
+    fusion: Any = importlib.import_module("sglang.srt.layers.flashinfer_comm_fusion")
     fusion._preflight_check_workspace_memory = lambda **kwargs: True
     create = lambda **kwargs: StandInWorkspace()  # noqa: E731
-    importlib.import_module("flashinfer.comm").create_allreduce_fusion_workspace = create  # 0.5.11 calls it there
+    comm: Any = importlib.import_module("flashinfer.comm")
+    comm.create_allreduce_fusion_workspace = create  # 0.5.11 calls it there
     if hasattr(fusion, "_create_allreduce_fusion_workspace"):  # 0.5.20 binds it at import
         fusion._create_allreduce_fusion_workspace = create
     fusion.pre_initialize_workspaces(max_token_num=2048, hidden_dim=hidden, dtype=torch.bfloat16)
@@ -216,21 +215,22 @@ def rank_main(args: argparse.Namespace) -> dict[str, Any]:
     world: dict[str, Any] = {}
     serve = sglang_drivers.serve
 
-    def tp_serve(ctx: Any, backend: str, options: Any = None) -> None:  # `--tp N --disable-custom-all-reduce`
-        serve(ctx, backend, {**(options or {}), "tp_size": args.tp, "disable_custom_all_reduce": True,
-                             "device": "cuda"})
+    def tp_serve(ctx: sglang_drivers.Context, moe_runner_backend: str = "auto",
+                 options: Mapping[str, Any] | None = None) -> None:  # `--tp N --disable-custom-all-reduce`
+        serve(ctx, moe_runner_backend, {**(options or {}), "tp_size": args.tp, "disable_custom_all_reduce": True,
+                                        "device": "cuda"})
 
     sglang_drivers.serve = tp_serve
     sglang_drivers.single_process_parallel = lambda ctx: world.update(tp_world(args.tp, args.rank, args.store))
-    sglang_layer_server.single_rank_dp_attention = lambda: None  # initialize_dp_attention has run, in tp_world
+    server.single_rank_dp_attention = lambda: None  # initialize_dp_attention has run, in tp_world
     built = probe.build(args.sglang_tree, args.flashinfer_tree, (args.major, args.minor), args.backend,
-                        args.allreduce_fusion, probe.model(args.model))
+                        args.allreduce_fusion, models.model(args.model))
     ctx, layer, _, chosen = built
     if args.allreduce_fusion:
         world["workspace"] = pre_initialize_workspaces(chosen.config().hidden_size)
     collectives: list[list[str]] = []
     watched_contexts(collectives)
-    result = {**probe.compile_layer(*built), "allreduce_fusion": probe.fusion_applies(ctx)}
+    result = {**probe.compile_layer(*built), "allreduce_fusion": piecewise.fusion_applies(ctx, probe.TOKENS)}
     state = importlib.import_module("sglang.srt.distributed.parallel_state")
     return {**result, "rank": args.rank, "tp_size": state.get_tensor_model_parallel_world_size(),
             "tp_rank": state.get_tensor_model_parallel_rank(), "world": world, "collective_nodes": collectives,
@@ -243,10 +243,10 @@ def rank_main(args: argparse.Namespace) -> dict[str, Any]:
 def watched_contexts(collectives: list[list[str]]) -> None:
     """The trace's window (the probe's piecewise contexts, entered around the compiled call) and each
     graph's collective nodes (as SGLangBackend receives the graph)."""
-    contexts, frames = probe.piecewise_contexts, probe.flashinfer_frames
+    contexts, frames = piecewise.piecewise_contexts, probe.flashinfer_frames
 
-    def piecewise_contexts(*args: Any) -> contextlib.ExitStack:
-        stack = contexts(*args)
+    def piecewise_contexts(ctx: Any, batch: Any, layer: Any, quant: Any, chosen: models.Model) -> contextlib.ExitStack:
+        stack = contexts(ctx, batch, layer, quant, chosen)
         WATCH.phase = "trace"
         stack.callback(setattr, WATCH, "phase", "after")
         return stack
@@ -256,9 +256,9 @@ def watched_contexts(collectives: list[list[str]]) -> None:
         targets = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
         collectives.append([t for t in targets if "c10d" in t or any(
             k in t for k in ("all_reduce", "allreduce", "all_gather", "reduce_scatter", "broadcast"))])
-        return frames(gm)  # type: ignore[no-any-return]
+        return frames(gm)
 
-    probe.piecewise_contexts, probe.flashinfer_frames = piecewise_contexts, flashinfer_frames
+    piecewise.piecewise_contexts, probe.flashinfer_frames = piecewise_contexts, flashinfer_frames
 
 
 def launch(argv: list[str], tp: int) -> dict[str, Any]:
@@ -270,7 +270,7 @@ def launch(argv: list[str], tp: int) -> dict[str, Any]:
         where = Path.cwd() / f"rank{rank}"
         where.mkdir(exist_ok=True)
         out, err = (where / "stdout").open("w"), (where / "stderr").open("w")
-        runs.append((where, subprocess.Popen([sys.executable, __file__, *argv, "--rank", str(rank), "--store",
+        runs.append((where, subprocess.Popen([sys.executable, "-m", MODULE, *argv, "--rank", str(rank), "--store",
                                               str(store)], cwd=where, stdout=out, stderr=err)))
     ranks = []
     for rank, (where, process) in enumerate(runs):
@@ -282,14 +282,14 @@ def launch(argv: list[str], tp: int) -> dict[str, Any]:
 
 
 def arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     for name in ("sglang_tree", "flashinfer_tree"):
         parser.add_argument(name)
     parser.add_argument("major", type=int)
     parser.add_argument("minor", type=int)
     parser.add_argument("backend", nargs="?", default="flashinfer_cutlass", help="--moe-runner-backend")
     parser.add_argument("--allreduce-fusion", action="store_true", help="--enable-flashinfer-allreduce-fusion")
-    parser.add_argument("--model", default=probe.DEFAULT, help="tests/releases/sglang_layer_models.py's name")
+    parser.add_argument("--model", default=models.DEFAULT, help="a name of the layer probe's models.py")
     parser.add_argument("--tp", type=int, default=2, help="--tp: the ranks started")
     parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)  # a rank's own run, started by the launcher
     parser.add_argument("--store", help=argparse.SUPPRESS)

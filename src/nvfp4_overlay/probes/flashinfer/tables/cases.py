@@ -24,8 +24,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from nvfp4_overlay.probes.flashinfer import moe_cases, quant_cases
-from nvfp4_overlay.probes.flashinfer.rows import Row, bf16, u8, with_scale
+from nvfp4_overlay.probes.flashinfer.tables import moe_cases, quant_cases
+from nvfp4_overlay.probes.flashinfer.tables.rows import Row, bf16, u8, with_scale
 
 Make = Callable[[Any], tuple[tuple[Any, ...], dict[str, Any]]]
 
@@ -133,12 +133,12 @@ def applying(name: str, rows: list[Row], params: set[str], release: str) -> list
     missing = sorted({k for r in found for k in r.kwargs if k not in params})
     if missing:
         msg = (f"flashinfer {release}: {name} has no parameter {', '.join(map(repr, missing))}, which the cases "
-               f"of probes/flashinfer/cases.py pass from the release they name: upstream renamed or dropped it; give "
+               f"of probes/flashinfer/tables/cases.py pass from the release they name: upstream renamed or dropped it; give "
                f"those rows an `until` and the new name its own rows")
         raise CaseTableError(msg)
     floor = MINIMUM.get(name, DEFAULT_MINIMUM)
     if len(found) < floor:
-        msg = f"flashinfer {release}: {name} has {len(found)} cases in probes/flashinfer/cases.py, fewer than {floor}"
+        msg = f"flashinfer {release}: {name} has {len(found)} cases in probes/flashinfer/tables/cases.py, fewer than {floor}"
         raise CaseTableError(msg)
     return found
 

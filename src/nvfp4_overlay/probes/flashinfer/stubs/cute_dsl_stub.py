@@ -28,7 +28,7 @@ import sys
 import types
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.recording import Placeholder, kernel_of
+from nvfp4_overlay.probes.flashinfer.stubs.recording import Placeholder, kernel_of
 
 PACKAGE = "cutlass"
 # What the DSL brings along that FlashInfer's CuTe kernels import too: CUDA Python's bindings, cuTile

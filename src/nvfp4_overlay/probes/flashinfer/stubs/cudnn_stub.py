@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.recording import Placeholder, describe
+from nvfp4_overlay.probes.flashinfer.stubs.recording import Placeholder, describe
 
 BACKEND_VERSION = 91600
 FRONTEND_VERSION = "1.16.0"

@@ -1,6 +1,6 @@
 """What SGLang 0.5.21's MXFP8 linear with its tactic pinned hands FlashInfer's GEMM, eagerly and when a compiled graph runs.
 
-    python tests/releases/sglang_pin_probe.py SGLANG_TREE FLASHINFER_TREE
+    python -m nvfp4_overlay.probes.sglang.layer.pin_probe SGLANG_TREE FLASHINFER_TREE
 
 ``flashinfer_mxfp8_blockscaled_linear(pin_tactic=True)`` (fp8_utils; the forward of block-FP8 weights
 served as MXFP8 on Blackwell) must run FlashInfer's ``mm_mxfp8`` under
@@ -21,14 +21,12 @@ import json
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import sglang_layer_probe as probe  # noqa: E402 - the layer probe's set-up of a faked server
-import torch  # noqa: E402
+import torch
 
-from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine  # noqa: E402
+from nvfp4_overlay.probes.sglang import sglang_drivers, sglang_imports, sglang_machine
+from nvfp4_overlay.probes.sglang.layer import probe, server
 
 FP8_UTILS = "sglang.srt.layers.quantization.fp8_utils"
 M, N, K = 8, 256, 256  # tokens, the linear's output and input widths
@@ -46,7 +44,7 @@ def setup(sglang_tree: str, flashinfer_tree: str) -> Any:
     sglang_machine.sgl_kernel_ops(torch)
     sglang_imports.STUBBED.setdefault("cuda", "cuda-python, an SGLang requirement: a stand-in wherever imported")
     sglang_imports.install_imports(sglang_tree, [FP8_UTILS, "sglang.srt.utils.common"])
-    common = importlib.import_module("sglang.srt.utils.common")
+    common: Any = importlib.import_module("sglang.srt.utils.common")
     register = common.direct_register_custom_op
 
     def on_cpu_too(op_name: str, op_func: Any, *args: Any, **kwargs: Any) -> None:
@@ -59,8 +57,8 @@ def setup(sglang_tree: str, flashinfer_tree: str) -> Any:
     cpu_registered: set[str] = set()
     common.direct_register_custom_op = on_cpu_too
     ctx = sglang_drivers.Context(sglang_tree, (10, 0), torch, os.getcwd())
-    sglang_drivers.serve(ctx, "auto", probe.CHECKPOINTS["fp8-mxfp8"][1])
-    probe.fp8_gemm_config(ctx)
+    sglang_drivers.serve(ctx, "auto", server.CHECKPOINTS["fp8-mxfp8"][1])
+    server.fp8_gemm_config(ctx)
     fp8_utils = importlib.import_module(FP8_UTILS)
     gpu.for_tracing()
     return fp8_utils
@@ -95,7 +93,7 @@ def run(fp8_utils: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
     def linear(x: torch.Tensor) -> torch.Tensor:
         return fp8_utils.flashinfer_mxfp8_blockscaled_linear(x, weight, scale, backend="cutlass", pin_tactic=True)
 
-    x, out = torch.randn(M, K, dtype=torch.bfloat16), {}
+    x, out = torch.randn(M, K, dtype=torch.bfloat16), dict[str, Any]()
     for name, fn in (("eager", linear), ("compiled", torch.compile(linear, fullgraph=True, backend="eager"))):
         for tuning in (False, True):
             key = f"{name}{'-under-autotune' if tuning else ''}"

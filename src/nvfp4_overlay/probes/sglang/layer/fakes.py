@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import torch
 
-Tensor = torch.Tensor
+from nvfp4_overlay.probes.sglang.layer.kernels import custom_op
+
+Tensor: TypeAlias = torch.Tensor  # torch is skipped by mypy: Any there
 
 
 def kimi_k2_moe_fused_gate(module: Any) -> None:
     """sgl-kernel's Kimi-K2 router (384 experts, one group: sigmoid, correction bias, top-k), an opaque
     op of its outputs' shapes: float32 weights and int32 ids, tokens x topk."""
-    @torch.library.custom_op("sglfake::kimi_k2_moe_fused_gate", mutates_args=())
+    @custom_op("sglfake::kimi_k2_moe_fused_gate", mutates_args=())
     def gate(gating_output: Tensor, correction_bias: Tensor, topk: int, renormalize: bool,
              routed_scaling_factor: float, apply_on_output: bool) -> tuple[Tensor, Tensor]:
         scores = gating_output.float().sigmoid()
@@ -55,7 +57,7 @@ def moe_fused_gate(module: Any) -> None:
     """sgl-kernel's grouped router (DeepSeek-V3's noaux_tc: sigmoid, correction bias, top groups, top-k),
     which 0.5.8-0.5.10 call from sgl_kernel, an opaque op of its outputs' shapes: float32 weights and
     int32 ids, tokens x topk (the fused shared experts' slots included)."""
-    @torch.library.custom_op("sglfake::grouped_moe_fused_gate", mutates_args=())
+    @custom_op("sglfake::grouped_moe_fused_gate", mutates_args=())
     def gate(gating_output: Tensor, correction_bias: Tensor, num_expert_group: int, topk_group: int,
              topk: int, routed_scaling_factor: float) -> tuple[Tensor, Tensor]:
         scores = gating_output.float().sigmoid()
@@ -90,11 +92,11 @@ def gemma_rmsnorm(module: Any) -> None:
     def norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
         return torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), 1.0 + w.float(), eps).to(x.dtype)
 
-    @torch.library.custom_op("sglfake::gemma_rmsnorm", mutates_args=())
+    @custom_op("sglfake::gemma_rmsnorm", mutates_args=())
     def rms(x: Tensor, w: Tensor, eps: float) -> Tensor:
         return norm(x, w, eps)
 
-    @torch.library.custom_op("sglfake::gemma_fused_add_rmsnorm", mutates_args=("x", "residual"))
+    @custom_op("sglfake::gemma_fused_add_rmsnorm", mutates_args=("x", "residual"))
     def add_rms(x: Tensor, residual: Tensor, w: Tensor, eps: float) -> None:
         residual.add_(x)
         x.copy_(norm(residual, w, eps))
@@ -125,14 +127,14 @@ def gdn_triton(tree_has: Callable[[str], bool]) -> None:
     kernels, absent here with Triton, as opaque ops of their outputs' shapes, in the modules the
     release keeps them in: the fused QKVZ/BA split (``GDN_SPLIT``) and FLA's gated RMSNorm
     (``GATED_NORM``'s ``layernorm_fn``)."""
-    @torch.library.custom_op("sglfake::gdn_split", mutates_args=())
+    @custom_op("sglfake::gdn_split", mutates_args=())
     def split(qkvz: Tensor, ba: Tensor, heads_qk: int, heads_v: int, head_qk: int,
               head_v: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         rows = qkvz.shape[0]
         return (qkvz.new_zeros((rows, heads_qk * head_qk * 2 + heads_v * head_v)),
                 qkvz.new_zeros((rows, heads_v, head_v)), ba.new_zeros((rows, heads_v)), ba.new_zeros((rows, heads_v)))
 
-    @torch.library.custom_op("sglfake::rms_norm_gated", mutates_args=())
+    @custom_op("sglfake::rms_norm_gated", mutates_args=())
     def gated(x: Tensor, weight: Tensor, z: Tensor, eps: float) -> Tensor:
         normed = torch.nn.functional.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps)
         return (normed * torch.nn.functional.silu(z.float())).to(x.dtype)
@@ -155,11 +157,12 @@ def gdn_triton(tree_has: Callable[[str], bool]) -> None:
         return result
 
     for name in (n for n in GDN_SPLIT if tree_has(n.replace(".", "/") + ".py")):
-        proj = importlib.import_module(name)
+        proj: Any = importlib.import_module(name)
         proj.fused_qkvzba_split_reshape_cat_contiguous = fused_split
         proj.triton.cdiv = lambda a, b: -(-a // b)  # Triton's stand-in: the head counts its caller divides
     for name in (n for n in GATED_NORM if tree_has(n.replace(".", "/") + ".py")):
-        importlib.import_module(name).layernorm_fn = layernorm_fn
+        norm: Any = importlib.import_module(name)
+        norm.layernorm_fn = layernorm_fn
 
 
 # Where each release keeps Qwen3.5's fused QK norm + rope + gate kernel (Triton; 0.5.15, then 0.5.16 on)
@@ -172,7 +175,7 @@ def qk_norm_rope_gate(tree_has: Callable[[str], bool]) -> None:
     ``fused_qk_gemma_rmsnorm_rope_gate`` (QK Gemma RMSNorm, NeoX rope, the gate split from the
     interleaved query; 0.5.19 on: mrope's axis map too), an opaque op of its outputs' shapes; its CPU
     body the norms and the split, the rope left out (the compiled graph is not run)."""
-    @torch.library.custom_op("sglfake::fused_qk_gemma_rmsnorm_rope_gate", mutates_args=())
+    @custom_op("sglfake::fused_qk_gemma_rmsnorm_rope_gate", mutates_args=())
     def fused(q_gate: Tensor, k: Tensor, q_weight: Tensor, k_weight: Tensor, eps: float, num_q_heads: int,
               num_kv_heads: int, head_dim: int, has_gate: bool) -> tuple[Tensor, Tensor, Tensor]:
         rows = q_gate.shape[0]
@@ -195,7 +198,8 @@ def qk_norm_rope_gate(tree_has: Callable[[str], bool]) -> None:
         return q, k_out, gate if has_gate else q
 
     for name in (n for n in QK_NORM_ROPE_GATE if tree_has(n.replace(".", "/") + ".py")):
-        importlib.import_module(name).fused_qk_gemma_rmsnorm_rope_gate = fused_qk_gemma_rmsnorm_rope_gate
+        module: Any = importlib.import_module(name)
+        module.fused_qk_gemma_rmsnorm_rope_gate = fused_qk_gemma_rmsnorm_rope_gate
 
 
 # Where each release keeps the Triton fused_sigmoid_mul of the attention's output gate (0.5.14-0.5.15,
@@ -208,11 +212,11 @@ def sigmoid_mul(tree_has: Callable[[str], bool]) -> None:
     """Qwen3.5's sigmoid gates on CUDA from 0.5.14, SGLang's Triton kernels as opaque ops whose CPU
     bodies compute them: ``fused_sigmoid_mul`` (the attention output times the sigmoid of its gate) and
     ``fused_gate_sigmoid_mul_add`` (the shared expert's output, gated, added to the routed experts')."""
-    @torch.library.custom_op("sglfake::fused_sigmoid_mul", mutates_args=())
+    @custom_op("sglfake::fused_sigmoid_mul", mutates_args=())
     def fused(x: Tensor, gate: Tensor) -> Tensor:
         return (x.float() * gate.reshape(x.shape).float().sigmoid()).to(x.dtype)
 
-    @torch.library.custom_op("sglfake::fused_gate_sigmoid_mul_add", mutates_args=("out",))
+    @custom_op("sglfake::fused_gate_sigmoid_mul_add", mutates_args=("out",))
     def gate_add(hidden: Tensor, weight: Tensor, shared: Tensor, out: Tensor) -> None:
         out.add_(((hidden.float() @ weight.float()).sigmoid().unsqueeze(1) * shared.float()).to(out.dtype))
 
@@ -242,7 +246,7 @@ def dsa_act_quant(tree_has: Callable[[str], bool]) -> None:
     """The DSA indexer's Triton ``act_quant`` (per-block FP8 of the query, one float32 scale per block), an
     opaque op whose CPU body computes it, where the release traces it (0.5.13-0.5.14: before its
     ``k_cache_and_topk_result`` split)."""
-    @torch.library.custom_op("sglfake::dsa_act_quant", mutates_args=())
+    @custom_op("sglfake::dsa_act_quant", mutates_args=())
     def quant(x: Tensor, block_size: int) -> tuple[Tensor, Tensor]:
         blocks = x.float().reshape(*x.shape[:-1], -1, block_size)
         scale = blocks.abs().amax(-1).clamp(min=1e-4) / 448.0
@@ -258,7 +262,8 @@ def dsa_act_quant(tree_has: Callable[[str], bool]) -> None:
         return result
 
     for name in (n for n in DSA_ACT_QUANT if tree_has(n.replace(".", "/") + ".py")):
-        importlib.import_module(name).act_quant = act_quant
+        module: Any = importlib.import_module(name)
+        module.act_quant = act_quant
 
 
 def flash_mla_metadata(module: Any) -> None:

@@ -21,8 +21,8 @@ server with a warm cache sees it, so that everything above the kernel is the whe
 - ``torch.cuda.device`` switches nothing (the tensors are the CPU's), where a CPU build refuses;
 - CUTLASS kernel generation (the JIT build's sources) does nothing, as the build itself.
 
-- the cuDNN frontend (probes/flashinfer/cudnn_stub.py) records a graph's execution as a launch, and the CuTe
-  DSL (probes/flashinfer/cute_dsl_stub.py) compiles FlashInfer's CuTe kernels to recording ones: both are
+- the cuDNN frontend (probes/flashinfer/stubs/cudnn_stub.py) records a graph's execution as a launch, and the CuTe
+  DSL (probes/flashinfer/stubs/cute_dsl_stub.py) compiles FlashInfer's CuTe kernels to recording ones: both are
   flashinfer-python's declared dependencies, which a CPU machine does not have.
 
 install(box) applies them all after flashinfer_trace's own stubs; box.launches gets the kernel
@@ -41,8 +41,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer import cudnn_stub, cute_dsl_stub
-from nvfp4_overlay.probes.flashinfer.recording import kernel_of
+from nvfp4_overlay.probes.flashinfer.stubs import cudnn_stub, cute_dsl_stub
+from nvfp4_overlay.probes.flashinfer.stubs.recording import kernel_of
 
 # A checksum list for any artifact directory names every header the release's JIT specs ask
 # get_meta_hash for (the kernel-list header, the batched-GEMM export headers): their names are the

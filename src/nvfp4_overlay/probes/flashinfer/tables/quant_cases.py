@@ -1,10 +1,10 @@
 """The trace ladder's calls of nvfp4_quantize (cuda, CuTe DSL, per token) and silu_and_mul_nvfp4_quantize.
 
-Tables of probes/flashinfer/cases.py (probes/flashinfer/rows.py's Row, the same contract: each row names the values it sets apart from the
+Tables of probes/flashinfer/tables/cases.py (probes/flashinfer/tables/rows.py's Row, the same contract: each row names the values it sets apart from the
 defaults, from the release whose signature takes them); cases.py holds them in its _TABLES. Per
 token is SGLang's Inkling call (flashinfer_trtllm.py, SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION:
 a (1,) float32 scale tensor, the linear layout, backend="cute-dsl"). The CuTe-DSL kernels are the
-probe's recording stand-ins (probes/flashinfer/cute_dsl_stub.py): what upstream allocates is upstream's code.
+probe's recording stand-ins (probes/flashinfer/stubs/cute_dsl_stub.py): what upstream allocates is upstream's code.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from nvfp4_overlay.probes.flashinfer.rows import Row, bf16, with_scale
+from nvfp4_overlay.probes.flashinfer.tables.rows import Row, bf16, with_scale
 
 
 def _column_major(*shape: int) -> Callable[[Any], tuple[Any, ...]]:
