@@ -44,7 +44,19 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
-    """The same faked machine as the trace ladder's (flashinfer_trace.probe_tree), without the tracer."""
+    """Each routed entry point's shapes on each GPU of the plan."""
+    flashinfer = faked_machine(tree, plan)
+    entries = {name: getattr(flashinfer, name) for name in plan["entries"]
+               if getattr(getattr(flashinfer, name, None), "__nvfp4_overlay_traced__", None) is not None}
+    out: dict[str, Any] = {"version": flashinfer.__version__, "entries": sorted(entries)}
+    for cc in plan["gpus"]:
+        out[f"{cc[0]}.{cc[1]}"] = forking.in_child(functools.partial(run_gpu, entries, tuple(cc), tree["path"]))
+    return out
+
+
+def faked_machine(tree: dict[str, Any], plan: dict[str, Any]) -> Any:
+    """The tree's flashinfer imported on the trace ladder's faked machine (flashinfer_trace.probe_tree),
+    without the tracer: a toolkit that answers, the kernels and serving libraries stood in for."""
     torch.version.cuda = plan.get("torch_cuda", "12.8")
     os.environ.pop("CUDA_PATH", None)
     os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp(prefix="nvfp4-toolkit-")), torch.version.cuda))
@@ -58,12 +70,7 @@ def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
     serving_stubs.install(box)
     torch.Tensor.cuda = lambda self, *a, **k: self
     torch.cuda.current_device = lambda: 0
-    entries = {name: getattr(flashinfer, name) for name in plan["entries"]
-               if getattr(getattr(flashinfer, name, None), "__nvfp4_overlay_traced__", None) is not None}
-    out: dict[str, Any] = {"version": flashinfer.__version__, "entries": sorted(entries)}
-    for cc in plan["gpus"]:
-        out[f"{cc[0]}.{cc[1]}"] = forking.in_child(functools.partial(run_gpu, entries, tuple(cc), tree["path"]))
-    return out
+    return flashinfer
 
 
 def run_gpu(entries: dict[str, Any], cc: tuple[int, int], tree: str) -> dict[str, Any]:

@@ -21,19 +21,14 @@ list's class and fields), or its refusal ``{"error": [kind, message]}``:
 from __future__ import annotations
 
 import functools
-import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from nvfp4_overlay.probes import forking, stdio
-from nvfp4_overlay.probes.flashinfer import flashinfer_trace
-from nvfp4_overlay.probes.flashinfer.stubs import serving_stubs
+from nvfp4_overlay.probes.flashinfer import fake_shapes, flashinfer_trace
 from nvfp4_overlay.probes.flashinfer.tables import space
-from nvfp4_overlay.probes.toolkit import make_toolkit
 
 
 def run(plan: dict[str, Any]) -> dict[str, Any]:
@@ -43,20 +38,8 @@ def run(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def probe_tree(tree: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
-    """The trace ladder's faked machine (flashinfer_trace.probe_tree), without the tracer."""
-    torch.version.cuda = plan.get("torch_cuda", "12.8")
-    os.environ.pop("CUDA_PATH", None)
-    os.environ["CUDA_HOME"] = str(make_toolkit(Path(tempfile.mkdtemp(prefix="nvfp4-toolkit-")), torch.version.cuda))
-    os.environ["FLASHINFER_WORKSPACE_BASE"] = tree.get("workspace") or os.path.join(tree["path"], ".workspace")
-    sys.path.insert(0, tree["path"])
-    import flashinfer
-    from flashinfer.jit import core as jit_core
-
-    box = flashinfer_trace.Box(os.path.dirname(os.path.abspath(flashinfer.__file__)))
-    flashinfer_trace._stub_kernels(jit_core, box)
-    serving_stubs.install(box)
-    torch.Tensor.cuda = lambda self, *a, **k: self
-    torch.cuda.current_device = lambda: 0
+    """Every entry point's explored calls on each GPU of the plan, on fake_shapes' faked machine."""
+    flashinfer = fake_shapes.faked_machine(tree, plan)
     entries = {name: fn for name in plan["entries"] if (fn := flashinfer_trace.public(flashinfer, name)) is not None}
     if plan["side"] == "fake":  # the routed ones: the others have no fake to hold
         entries = {n: fn for n, fn in entries.items() if getattr(fn, "__nvfp4_overlay_traced__", None) is not None}
