@@ -13,12 +13,14 @@ whole), one at a time under the cache dir, so an interrupted build resumes: a mo
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -142,6 +144,24 @@ def _plan_and_build(request: Request, stack: Stack, local: str, wheel: Path, dis
     # 2. The toolkit (the real nvcc), the toolchain around it, and the workspace this wheel, GPU and toolkit build in.
     toolkit = find_toolkit()
     work = cache_dir / "jit-cache" / f"{sha256[:16]}-{request.gpu}-cuda{toolkit.release}"
+    with _exclusive(work):
+        return _plan_and_build_in(request, stack, local, wheel, sha256, toolkit, work, dist_dir, patches_dir,
+                                  cache_dir, log)
+
+
+@contextlib.contextmanager
+def _exclusive(work: Path) -> Iterator[None]:
+    """One build in a workspace at a time: a second jit-cache of the same wheel, GPU and toolkit waits for
+    the first (two at once removed each other's nvcc intermediates, and the second failed)."""
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes, or the process ends
+        yield
+
+
+def _plan_and_build_in(request: Request, stack: Stack, local: str, wheel: Path, sha256: str, toolkit: Toolkit,
+                       work: Path, dist_dir: Path, patches_dir: Path, cache_dir: Path,
+                       log: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any], Path]:
     tree = _unpacked(wheel, work / "tree")
     # 3. flashinfer-cubin's headers, checked against its pin, for the trtllm-gen modules (none held: they are left out).
     cubin = cubin_pins.pin_for(stack, patches_dir)
