@@ -58,7 +58,7 @@ def explore(upstream: Side, patched: Side, entries: Sequence[str], *, results: R
 def accepted(wrapper: dict[str, Any]) -> dict[str, Any]:
     """Per GPU and entry point, the calls upstream's wrapper answers without refusing."""
     return {gpu: {name: [call for call, answer in runs["calls"].items() if not _refused(answer)]
-                  for name, runs in wrapper[gpu].items()} for gpu in gpu_keys(wrapper)}
+                  for name, runs in wrapper[gpu].items()} for gpu in gpu_keys(wrapper) if "crash" not in wrapper[gpu]}
 
 
 def problems(release: str, explored: dict[str, Any]) -> list[str]:
@@ -69,6 +69,12 @@ def problems(release: str, explored: dict[str, Any]) -> list[str]:
             return [f"{release}: the explored space's {kind} probe crashed: {str(side['crash'])[-800:]}"]
     found = []
     for gpu in gpu_keys(upstream):
+        crashed = [(kind, side[gpu]["crash"]) for kind, side in (("upstream", upstream), ("patched", patched))
+                   if "crash" in side.get(gpu, {})]
+        if crashed:  # a GPU's child that crashed answers nothing to compare: the crash is the problem
+            found += [f"{release}: sm{gpu.replace('.', '')}: the explored space's {kind} probe crashed: "
+                      f"{str(crash)[-800:]}" for kind, crash in crashed]
+            continue
         for name in patched.get("entries", []):
             theirs, ours = upstream[gpu].get(name), patched.get(gpu, {}).get(name)
             where = f"{release}: sm{gpu.replace('.', '')}: {name}"

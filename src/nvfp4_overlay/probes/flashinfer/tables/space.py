@@ -33,6 +33,13 @@ from nvfp4_overlay.probes.flashinfer.tables import cases as case_table
 
 Make = case_table.Make
 LARGEST = 16384
+# An input the explored space would make larger than this is not made: the call is not explored (on a
+# CPU machine a many-dimension size at LARGEST asks for tens of GB, which the allocator refuses).
+LARGEST_INPUT_BYTES = 2 << 30
+
+
+class NotExplored(Exception):
+    """A call whose inputs the explored space does not make (LARGEST_INPUT_BYTES)."""
 POWERS = tuple(2 ** i for i in range(15))  # 1 .. 16384
 ODD = (3, 5, 7, 9, 15, 17, 33, 65, 100, 255, 257, 1000, 1100, 2047, 2049, 4095, 4097, 8191, 8193, 16383)
 QUICK_ODD = (3, 100, 1000, 16383)
@@ -183,6 +190,11 @@ def _resized(make: Make, where: Any, dim: int, old: int, new: int, alone: bool =
                 shape = [new if s == old else s for s in shape]
             if shape == list(t.shape):
                 return t
+            size = t.element_size()
+            for s in shape:
+                size *= s
+            if size > LARGEST_INPUT_BYTES:
+                raise NotExplored(f"an input of shape {shape} would take {size} bytes (over {LARGEST_INPUT_BYTES})")
             order = sorted(range(t.dim()), key=lambda d: -t.stride(d))  # the layout kept (a transposed input)
             fresh = torch.empty([shape[d] for d in order], dtype=t.dtype, device=t.device)
             return fresh.permute([order.index(d) for d in range(t.dim())])
