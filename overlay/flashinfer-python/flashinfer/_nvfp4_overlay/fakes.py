@@ -174,7 +174,8 @@ def mm_fp4(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype = torch.bflo
     # mm_fp4: torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=out_dtype) unless given.
     if out is not None:
         return out
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=out_dtype)
+    # torch.empty as upstream, not a.new_empty: out_dtype=None is torch's default dtype there, not a's
+    return torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=out_dtype)
 
 
 def fp8_blockscale_gemm_sm90(input: torch.Tensor, weight: torch.Tensor, out: Any = None,
